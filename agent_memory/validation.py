@@ -1,0 +1,121 @@
+"""Checks on caller input: refuse loudly what cannot be stored exactly, never alter it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+MAX_ID_CHARS = 255
+MAX_TYPE_CHARS = 50
+MAX_DESCRIPTION_CHARS = 4000
+MAX_QUERY_CHARS = 4000
+
+
+def _first_bad_char(value: str) -> str | None:
+    if "\x00" in value:
+        return "a NUL character"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"a character that cannot be encoded as UTF-8 (lone surrogate at index {exc.start})"
+    return None
+
+
+def check_identifier(value: object, name: str, *, optional: bool = False) -> str | None:
+    """A user/agent/thread identifier: non-empty text of at most 255 characters, no NUL."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise ValueError(f"{name} must not be empty")
+    if len(value) > MAX_ID_CHARS:
+        raise ValueError(f"{name} is {len(value)} characters long; the limit is {MAX_ID_CHARS}")
+    bad = _first_bad_char(value)
+    if bad:
+        raise ValueError(f"{name} contains {bad}")
+    return value
+
+
+def check_user_id(value: object) -> str:
+    checked = check_identifier(value, "user_id")
+    assert checked is not None
+    return checked
+
+
+def check_memory_type(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("memory_type must be a non-empty string (e.g. 'note', 'command_output')")
+    if len(value) > MAX_TYPE_CHARS:
+        raise ValueError(f"memory_type is {len(value)} characters long; the limit is {MAX_TYPE_CHARS}")
+    bad = _first_bad_char(value)
+    if bad:
+        raise ValueError(f"memory_type contains {bad}")
+    return value
+
+
+def check_description(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"description must be a string, got {type(value).__name__}")
+    if len(value) > MAX_DESCRIPTION_CHARS:
+        raise ValueError(f"description is {len(value)} characters long; the limit is {MAX_DESCRIPTION_CHARS}")
+    bad = _first_bad_char(value)
+    if bad:
+        raise ValueError(f"description contains {bad}")
+    return value
+
+
+def check_content(value: object, max_bytes: int) -> bytes:
+    """The UTF-8 bytes of ``value``; ValueError when it is not a str, cannot be encoded, or is too big."""
+    if not isinstance(value, str):
+        raise ValueError(f"content must be a str, got {type(value).__name__} (decode bytes first)")
+    try:
+        data = value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"content contains a character that cannot be encoded as UTF-8 (lone surrogate {value[exc.start]!r} "
+            f"at index {exc.start}); refusing to store an altered copy. Decode the source with errors='replace' "
+            "or 'surrogateescape'-free handling first."
+        ) from exc
+    if len(data) > max_bytes:
+        raise ValueError(
+            f"content is {len(data)} bytes; the limit is {max_bytes} (AGENT_MEMORY_MAX_CONTENT_BYTES)"
+        )
+    return data
+
+
+def check_metadata(value: object) -> dict[str, Any]:
+    """A JSON object that PostgreSQL JSONB can hold exactly (JSONB refuses \\u0000 in strings)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"metadata must be a JSON object (dict), got {type(value).__name__}")
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"metadata is not JSON-serialisable: {exc}") from exc
+    for text in _strings(value):
+        bad = _first_bad_char(text)
+        if bad:
+            raise ValueError(f"metadata contains {bad}; PostgreSQL JSONB cannot store it exactly")
+    return value
+
+
+def _strings(value: object) -> list[str]:
+    out: list[str] = []
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            out.extend(_strings(k))
+            out.extend(_strings(v))
+    elif isinstance(value, list | tuple):
+        for v in value:
+            out.extend(_strings(v))
+    return out
+
+
+def check_limit(value: object, name: str = "limit", maximum: int = 1000) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1 or value > maximum:
+        raise ValueError(f"{name} must be an integer between 1 and {maximum}")
+    return value

@@ -1,0 +1,154 @@
+-- agent-memory: the ONE schema file.
+--
+-- Applied on every start by agent_memory.db (inside one transaction, under an advisory lock), so every
+-- statement must be idempotent. Upgrades are appended at the end as new numbered sections that use
+-- IF NOT EXISTS / ADD COLUMN IF NOT EXISTS / guarded DO blocks, then bump agent_memory_schema.version.
+-- Never edit an applied section in a way that changes existing objects; never add a second file.
+
+-- ---------------------------------------------------------------------------------------------------
+-- Section 1: schema version, Chainlit data-layer tables, agents, agent_memories
+-- ---------------------------------------------------------------------------------------------------
+
+CREATE EXTENSION IF NOT EXISTS pg_trgm;
+
+CREATE TABLE IF NOT EXISTS agent_memory_schema (
+    singleton  BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (singleton),
+    version    INTEGER NOT NULL,
+    applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+
+-- Chainlit 2.x Postgres data layer (chainlit.data.chainlit_data_layer.ChainlitDataLayer) tables.
+-- Column names and quoting follow what that data layer reads and writes.
+CREATE TABLE IF NOT EXISTS "User" (
+    "id"         TEXT PRIMARY KEY DEFAULT gen_random_uuid()::text,
+    "createdAt"  TIMESTAMP NOT NULL DEFAULT now(),
+    "updatedAt"  TIMESTAMP NOT NULL DEFAULT now(),
+    "metadata"   JSONB NOT NULL DEFAULT '{}'::jsonb,
+    "identifier" TEXT NOT NULL UNIQUE
+);
+
+CREATE TABLE IF NOT EXISTS "Thread" (
+    "id"        TEXT PRIMARY KEY DEFAULT gen_random_uuid()::text,
+    "createdAt" TIMESTAMP NOT NULL DEFAULT now(),
+    "updatedAt" TIMESTAMP NOT NULL DEFAULT now(),
+    "deletedAt" TIMESTAMP,
+    "name"      TEXT,
+    "metadata"  JSONB NOT NULL DEFAULT '{}'::jsonb,
+    "tags"      TEXT[] NOT NULL DEFAULT '{}',
+    "userId"    TEXT REFERENCES "User"("id") ON DELETE CASCADE
+);
+CREATE INDEX IF NOT EXISTS "Thread_userId_updatedAt_idx" ON "Thread" ("userId", "updatedAt" DESC);
+
+CREATE TABLE IF NOT EXISTS "Step" (
+    "id"        TEXT PRIMARY KEY DEFAULT gen_random_uuid()::text,
+    "createdAt" TIMESTAMP NOT NULL DEFAULT now(),
+    "updatedAt" TIMESTAMP NOT NULL DEFAULT now(),
+    "parentId"  TEXT,
+    "threadId"  TEXT REFERENCES "Thread"("id") ON DELETE CASCADE,
+    "input"     TEXT,
+    "metadata"  JSONB NOT NULL DEFAULT '{}'::jsonb,
+    "name"      TEXT,
+    "output"    TEXT,
+    "type"      TEXT NOT NULL DEFAULT 'run',
+    "showInput" TEXT DEFAULT 'json',
+    "isError"   BOOLEAN DEFAULT FALSE,
+    "startTime" TIMESTAMP NOT NULL DEFAULT now(),
+    "endTime"   TIMESTAMP NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS "Step_threadId_startTime_idx" ON "Step" ("threadId", "startTime");
+CREATE INDEX IF NOT EXISTS "Step_parentId_idx" ON "Step" ("parentId");
+
+CREATE TABLE IF NOT EXISTS "Element" (
+    "id"           TEXT PRIMARY KEY DEFAULT gen_random_uuid()::text,
+    "createdAt"    TIMESTAMP NOT NULL DEFAULT now(),
+    "updatedAt"    TIMESTAMP NOT NULL DEFAULT now(),
+    "threadId"     TEXT REFERENCES "Thread"("id") ON DELETE CASCADE,
+    "stepId"       TEXT NOT NULL,
+    "metadata"     JSONB NOT NULL DEFAULT '{}'::jsonb,
+    "mime"         TEXT,
+    "name"         TEXT NOT NULL,
+    "objectKey"    TEXT,
+    "url"          TEXT,
+    "chainlitKey"  TEXT,
+    "display"      TEXT,
+    "size"         TEXT,
+    "language"     TEXT,
+    "page"         INTEGER,
+    "autoPlay"     BOOLEAN,
+    "playerConfig" JSONB,
+    "props"        JSONB DEFAULT '{}'::jsonb
+);
+CREATE INDEX IF NOT EXISTS "Element_threadId_idx" ON "Element" ("threadId");
+CREATE INDEX IF NOT EXISTS "Element_stepId_idx" ON "Element" ("stepId");
+
+CREATE TABLE IF NOT EXISTS "Feedback" (
+    "id"        TEXT PRIMARY KEY DEFAULT gen_random_uuid()::text,
+    "createdAt" TIMESTAMP NOT NULL DEFAULT now(),
+    "updatedAt" TIMESTAMP NOT NULL DEFAULT now(),
+    "stepId"    TEXT REFERENCES "Step"("id") ON DELETE CASCADE,
+    "name"      TEXT NOT NULL,
+    "value"     DOUBLE PRECISION NOT NULL,
+    "comment"   TEXT
+);
+CREATE INDEX IF NOT EXISTS "Feedback_stepId_idx" ON "Feedback" ("stepId");
+
+-- Declarative agent/team specs (AgentBuilder); a spec is an AutoGen-style JSON document.
+CREATE TABLE IF NOT EXISTS agents (
+    id          BIGSERIAL PRIMARY KEY,
+    name        VARCHAR(255) NOT NULL UNIQUE,
+    description TEXT NOT NULL DEFAULT '',
+    spec        JSONB NOT NULL DEFAULT '{}'::jsonb,
+    created_at  TIMESTAMPTZ NOT NULL DEFAULT now(),
+    updated_at  TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+
+-- Layer 2, the detail store (seed 001 section 5.1, improved).
+-- content is the exact text; when it holds NUL characters (which Postgres TEXT refuses) it is stored
+-- escaped and content_encoding says so; agent_memory.store decodes it back byte for byte.
+-- agent_id / thread_id are free-form identifiers (CLI, MCP and non-Chainlit runs have no "Thread" row).
+CREATE TABLE IF NOT EXISTS agent_memories (
+    id               UUID PRIMARY KEY DEFAULT gen_random_uuid(),
+    user_id          TEXT NOT NULL REFERENCES "User"("id") ON DELETE CASCADE,
+    agent_id         TEXT,
+    thread_id        TEXT,
+    memory_key       VARCHAR(255) NOT NULL,
+    memory_type      VARCHAR(50) NOT NULL DEFAULT 'note',
+    description      TEXT NOT NULL DEFAULT '',
+    content          TEXT NOT NULL,
+    content_encoding VARCHAR(16) NOT NULL DEFAULT 'text' CHECK (content_encoding IN ('text', 'nul-escaped')),
+    content_metadata JSONB NOT NULL DEFAULT '{}'::jsonb,
+    token_count      INTEGER NOT NULL DEFAULT 0 CHECK (token_count >= 0),
+    char_count       BIGINT NOT NULL DEFAULT 0,
+    content_sha256   CHAR(64) NOT NULL,
+    created_at       TIMESTAMPTZ NOT NULL DEFAULT now(),
+    last_accessed_at TIMESTAMPTZ,
+    access_count     INTEGER NOT NULL DEFAULT 0,
+    is_active        BOOLEAN NOT NULL DEFAULT TRUE,
+    -- Full-text document: description weighs more than content; content is capped so a 20 MB log
+    -- cannot exceed tsvector's 1 MB limit (the exact content is still stored in full).
+    search_vector    TSVECTOR GENERATED ALWAYS AS (
+        setweight(to_tsvector('english', coalesce(description, '')), 'A')
+        || setweight(to_tsvector('english', left(content, 100000)), 'B')
+    ) STORED,
+    -- Short text for trigram similarity (identifiers, hashes, typos).
+    search_head      TEXT GENERATED ALWAYS AS (
+        memory_key || ' ' || description || ' ' || left(content, 1000)
+    ) STORED,
+    CONSTRAINT agent_memories_user_key_uniq UNIQUE (user_id, memory_key)
+);
+CREATE INDEX IF NOT EXISTS agent_memories_user_created_idx
+    ON agent_memories (user_id, created_at DESC) WHERE is_active;
+CREATE INDEX IF NOT EXISTS agent_memories_user_type_idx
+    ON agent_memories (user_id, memory_type, created_at DESC) WHERE is_active;
+CREATE INDEX IF NOT EXISTS agent_memories_thread_idx ON agent_memories (user_id, thread_id);
+CREATE INDEX IF NOT EXISTS agent_memories_search_vector_idx ON agent_memories USING GIN (search_vector);
+CREATE INDEX IF NOT EXISTS agent_memories_search_head_trgm_idx
+    ON agent_memories USING GIN (search_head gin_trgm_ops);
+
+INSERT INTO agent_memory_schema (singleton, version) VALUES (TRUE, 1)
+ON CONFLICT (singleton) DO NOTHING;
+
+-- ---------------------------------------------------------------------------------------------------
+-- Later sections are appended below this line. Each ends with:
+--   UPDATE agent_memory_schema SET version = N, applied_at = now() WHERE version < N;
+-- ---------------------------------------------------------------------------------------------------

@@ -1,0 +1,54 @@
+"""Shared fixtures: one real PostgreSQL server per test session.
+
+The embedded server (a fresh data directory under pytest's tmp dir) is used unless
+AGENT_MEMORY_TEST_DATABASE_URL points at another server. Tests isolate themselves by using fresh
+user identifiers, never by mocking or truncating.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from agent_memory import MemoryStore
+from agent_memory.config import Settings
+from agent_memory.db import start_embedded_server
+
+
+@pytest.fixture(scope="session")
+def agent_memory_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("am")
+    os.environ["AGENT_MEMORY_HOME"] = str(home)
+    return home
+
+
+@pytest.fixture(scope="session")
+async def database_url(agent_memory_home: Path) -> str:
+    url = os.environ.get("AGENT_MEMORY_TEST_DATABASE_URL")
+    if not url:
+        url = (await start_embedded_server(agent_memory_home)).uri
+    # Subprocesses (CLI, MCP, UI) started by tests use the same server.
+    os.environ["AGENT_MEMORY_DATABASE_URL"] = url
+    return url
+
+
+@pytest.fixture(scope="session")
+async def store(database_url: str) -> AsyncIterator[MemoryStore]:
+    s = await MemoryStore.open(database_url, settings=Settings(database_url=database_url))
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+def user_id() -> str:
+    """A user identifier no other test uses."""
+    return f"user-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def other_user_id() -> str:
+    return f"other-{uuid.uuid4().hex[:12]}"
