@@ -101,17 +101,19 @@ def item_line(item: MemoryItem) -> str:
 # ---------------------------------------------------------------------------------------------- commands
 
 
+def _read_input(path: str | None) -> tuple[bytes, str]:
+    if path in (None, "-"):
+        return sys.stdin.buffer.read(), "stdin"
+    assert path is not None
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(), path
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
+
+
 async def cmd_store(args: argparse.Namespace, cli: Cli) -> int:
-    if args.file in (None, "-"):
-        raw = sys.stdin.buffer.read()
-        source = "stdin"
-    else:
-        try:
-            with open(args.file, "rb") as fh:
-                raw = fh.read()
-        except OSError as exc:
-            raise UsageError(f"cannot read {args.file}: {exc.strerror}") from exc
-        source = args.file
+    raw, source = await asyncio.to_thread(_read_input, args.file)
     try:
         content = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -212,9 +214,12 @@ async def cmd_forget_user(args: argparse.Namespace, cli: Cli) -> int:
 
 async def cmd_db_status(args: argparse.Namespace, cli: Cli) -> int:
     status = await (await cli.store()).db.status()
-    vector = "pgvector enabled" if status["pgvector"] else (
-        "pgvector available, not enabled" if status["pgvector_available"] else "pgvector not installed: search is lexical"
-    )  # fmt: skip
+    if status["pgvector"]:
+        vector = "pgvector enabled"
+    elif status["pgvector_available"]:
+        vector = "pgvector available, not enabled"
+    else:
+        vector = "pgvector not installed: search is lexical only"
     text = "\n".join(
         [
             f"database:       {status['url']}" + (" (embedded)" if status["embedded"] else ""),

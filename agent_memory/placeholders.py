@@ -16,7 +16,9 @@ from dataclasses import dataclass
 
 KEY_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,254}"
 KEY_RE = re.compile(rf"^{KEY_PATTERN}$")
-MEMORY_REF_RE = re.compile(rf"\[MemoryRef: (?P<key>{KEY_PATTERN}) - (?P<description>[^\]\n]*?) - (?P<tokens>\d+) tokens\]")
+MEMORY_REF_RE = re.compile(
+    rf"\[MemoryRef: (?P<key>{KEY_PATTERN}) - (?P<description>[^\]\n]*?) - (?P<tokens>\d+) tokens\]"
+)
 MAX_DESCRIPTION_CHARS = 160
 
 
@@ -55,5 +57,6 @@ def format_memory_ref(key: str, description: str, tokens: int) -> str:
 def parse_memory_refs(text: str) -> list[MemoryRef]:
     """All placeholders in ``text``, in order."""
     return [
-        MemoryRef(m["key"], m["description"], int(m["tokens"]), m.start(), m.end()) for m in MEMORY_REF_RE.finditer(text)
+        MemoryRef(m["key"], m["description"], int(m["tokens"]), m.start(), m.end())
+        for m in MEMORY_REF_RE.finditer(text)
     ]

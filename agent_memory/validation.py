@@ -78,9 +78,7 @@ def check_content(value: object, max_bytes: int) -> bytes:
             "or 'surrogateescape'-free handling first."
         ) from exc
     if len(data) > max_bytes:
-        raise ValueError(
-            f"content is {len(data)} bytes; the limit is {max_bytes} (AGENT_MEMORY_MAX_CONTENT_BYTES)"
-        )
+        raise ValueError(f"content is {len(data)} bytes; the limit is {max_bytes} (AGENT_MEMORY_MAX_CONTENT_BYTES)")
     return data
 
 

@@ -1,0 +1,113 @@
+"""The agent-memory command, end to end in subprocesses against the test database."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.usefixtures("database_url")
+
+
+def run(
+    *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "agent_memory.cli", *args],
+        input=stdin,
+        capture_output=True,
+        env={**os.environ, **(env or {})},
+        timeout=120,
+    )
+
+
+def test_store_and_retrieve_a_20mb_file_with_nul_bytes_exactly(tmp_path: Path, user_id: str) -> None:
+    data = b"".join(b"row %07d \x00 value=\xe2\x9c\x85 \r\n" % i for i in range(800_000))
+    assert len(data) > 20_000_000
+    src = tmp_path / "big.log"
+    src.write_bytes(data)
+    stored = run("store", str(src), "--user", user_id, "--description", "big log", "--type", "command_output")
+    assert stored.returncode == 0, stored.stderr
+    key = stored.stdout.decode().strip()
+    back = run("retrieve", key, "--user", user_id)
+    assert back.returncode == 0, back.stderr
+    assert back.stdout == data
+
+
+def test_store_reads_stdin(user_id: str) -> None:
+    key = run("store", "--user", user_id, stdin=b"from stdin\n").stdout.decode().strip()
+    assert run("retrieve", key, "--user", user_id).stdout == b"from stdin\n"
+
+
+def test_retrieve_of_missing_or_foreign_key_exits_1(user_id: str, other_user_id: str) -> None:
+    key = run("store", "--user", user_id, stdin=b"mine").stdout.decode().strip()
+    foreign = run("retrieve", key, "--user", other_user_id)
+    missing = run("retrieve", "note_ffffffffffff", "--user", other_user_id)
+    assert (foreign.returncode, missing.returncode) == (1, 1)
+    assert foreign.stdout == b"" and b"not found" in foreign.stderr
+
+
+def test_retrieve_transforms(user_id: str) -> None:
+    text = "".join(f"line {i}\n" for i in range(1, 51)).replace("line 30\n", "line 30 FATAL boom\n")
+    key = run("store", "--user", user_id, stdin=text.encode()).stdout.decode().strip()
+    assert run("retrieve", key, "--user", user_id, "--head", "1").stdout == b"line 1\n"
+    assert run("retrieve", key, "--user", user_id, "--tail", "1").stdout == b"line 50\n"
+    assert run("retrieve", key, "--user", user_id, "--lines", "2-3").stdout == b"line 2\nline 3\n"
+    assert run("retrieve", key, "--user", user_id, "--grep", "fatal", "-i").stdout == b"30:line 30 FATAL boom"
+
+
+def test_json_output_of_search_list_show_and_db_status(user_id: str) -> None:
+    key = run("store", "--user", user_id, "-d", "terraform plan", "-t", "command_output",
+              stdin=b"Plan: 3 to add, 0 to change").stdout.decode().strip()  # fmt: skip
+    found = json.loads(run("search", "terraform plan", "--user", user_id, "--json").stdout)
+    assert found[0]["memory_key"] == key and found[0]["score"] > 0
+    listed = json.loads(run("list", "--user", user_id, "--json").stdout)
+    assert [m["memory_key"] for m in listed] == [key]
+    shown = json.loads(run("show", key, "--user", user_id, "--json").stdout)
+    assert shown["description"] == "terraform plan" and shown["memory_type"] == "command_output"
+    status = json.loads(run("db", "status", "--json").stdout)
+    assert status["schema_version"] >= 1 and "pg_trgm" in status["extensions"]
+
+
+def test_delete_then_retrieve_exits_1(user_id: str) -> None:
+    key = run("store", "--user", user_id, stdin=b"x").stdout.decode().strip()
+    assert run("delete", key, "--user", user_id).returncode == 0
+    assert run("retrieve", key, "--user", user_id).returncode == 1
+    assert run("delete", key, "--user", user_id).returncode == 1
+
+
+def test_forget_user_needs_confirmation(user_id: str) -> None:
+    run("store", "--user", user_id, stdin=b"x")
+    refused = run("forget-user", "--user", user_id)
+    assert refused.returncode == 2 and b"--yes" in refused.stderr
+    done = json.loads(run("forget-user", "--user", user_id, "--yes", "--json").stdout)
+    assert done == {"user": user_id, "deleted_memories": 1}
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin"),
+    [
+        (("store",), b"no user"),  # missing --user
+        (("store", "--user", "u", "/nonexistent/file"), None),
+        (("store", "--user", "u"), b"\xff\xfe not utf-8"),
+        (("store", "--user", "u", "--metadata", "{not json"), b"x"),
+        (("retrieve", "note_000000000000", "--user", "u", "--grep", "([bad"), None),
+        (("list", "--user", "u", "--since", "yesterday-ish"), None),
+        (("search",), None),  # argparse usage error
+        (("store", "--user", "x" * 10_000), b"x"),
+    ],
+)
+def test_bad_input_exits_2_with_a_message(args: tuple[str, ...], stdin: bytes | None) -> None:
+    result = run(*args, stdin=stdin)
+    assert result.returncode == 2, result
+    assert result.stderr.strip()
+
+
+def test_unreachable_database_exits_3_and_says_what_to_do(user_id: str) -> None:
+    result = run("list", "--user", user_id, env={"AGENT_MEMORY_DATABASE_URL": "postgresql://x:pw@127.0.0.1:1/db"})
+    assert result.returncode == 3
+    assert b"AGENT_MEMORY_DATABASE_URL" in result.stderr and b":pw@" not in result.stderr

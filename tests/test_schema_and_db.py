@@ -1,0 +1,104 @@
+"""sql/postgresdb.sql applies to fresh and initialised databases; connection errors are actionable."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+
+from agent_memory import MemoryStore
+from agent_memory.config import Settings
+from agent_memory.db import Database, redact_url, schema_sql
+from agent_memory.errors import DatabaseUnavailable
+
+CHAINLIT_TABLES = {"User", "Thread", "Step", "Element", "Feedback"}
+
+
+def _with_database(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+@pytest.fixture
+async def fresh_database_url(database_url: str) -> AsyncIterator[str]:
+    name = f"am_fresh_{uuid.uuid4().hex[:10]}"
+    admin = await asyncpg.connect(database_url)
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield _with_database(database_url, name)
+    finally:
+        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+async def _tables(url: str) -> set[str]:
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+        return {r["tablename"] for r in rows}
+    finally:
+        await conn.close()
+
+
+async def test_schema_applies_to_a_fresh_database(fresh_database_url: str) -> None:
+    db = await Database.connect(fresh_database_url, settings=Settings())
+    try:
+        assert await db.schema_version() >= 1
+        assert await db.has_extension("pg_trgm")
+    finally:
+        await db.close()
+    assert CHAINLIT_TABLES | {"agents", "agent_memories", "agent_memory_schema"} <= await _tables(fresh_database_url)
+
+
+async def test_schema_applies_again_to_an_initialised_database_keeping_data(fresh_database_url: str) -> None:
+    first = await MemoryStore.open(fresh_database_url, settings=Settings())
+    key = await first.store("survives re-apply", user_id="alice")
+    await first.db.apply_schema()  # same process, again
+    await first.close()
+    second = await MemoryStore.open(fresh_database_url, settings=Settings())  # a new start applies it once more
+    try:
+        assert await second.retrieve(key, user_id="alice") == "survives re-apply"
+        assert await second.db.schema_version() >= 1
+    finally:
+        await second.close()
+
+
+async def test_schema_file_is_one_transaction_safe_script() -> None:
+    sql = schema_sql()
+    assert "DROP TABLE" not in sql.upper()
+    assert "CREATE TABLE IF NOT EXISTS agent_memories" in sql
+
+
+async def test_deleting_a_chainlit_user_cascades_to_memories(store: MemoryStore, user_id: str) -> None:
+    await store.store("x", user_id=user_id)
+    async with store.db.pool.acquire() as conn:
+        await conn.execute('DELETE FROM "User" WHERE identifier = $1', user_id)
+    assert await store.list(user_id=user_id) == []
+
+
+async def test_memory_key_is_unique_per_user_in_the_schema(store: MemoryStore, user_id: str) -> None:
+    key = await store.store("x", user_id=user_id)
+    async with store.db.pool.acquire() as conn:
+        with pytest.raises(asyncpg.UniqueViolationError):
+            await conn.execute(
+                """INSERT INTO agent_memories (user_id, memory_key, content, content_sha256)
+                   SELECT user_id, memory_key, 'dup', repeat('0', 64) FROM agent_memories WHERE memory_key = $1""",
+                key,
+            )
+
+
+async def test_unreachable_server_gives_actionable_error_without_password() -> None:
+    url = "postgresql://agent:s3cret-pw@127.0.0.1:1/agentdb"
+    with pytest.raises(DatabaseUnavailable) as err:
+        await Database.connect(url, settings=Settings())
+    message = str(err.value)
+    assert "s3cret-pw" not in message
+    assert "127.0.0.1:1" in message and "AGENT_MEMORY_DATABASE_URL" in message
+
+
+def test_redact_url_hides_only_the_password() -> None:
+    assert redact_url("postgresql://u:p%40ss@db:5432/x") == "postgresql://u:***@db:5432/x"
+    assert redact_url("postgresql://u@db/x") == "postgresql://u@db/x"
