@@ -33,7 +33,9 @@ from .store import MemoryStore
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_DB = 0, 1, 2, 3
 
 # "module:function" entries; each function receives the subparsers action and adds its commands.
-COMMAND_PROVIDERS: list[str] = []
+COMMAND_PROVIDERS: list[str] = [
+    "agent_memory.cli_mcp:register",
+]
 
 Handler = Callable[[argparse.Namespace, "Cli"], Awaitable[int]]
 

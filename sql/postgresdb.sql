@@ -161,6 +161,25 @@ ON CONFLICT (singleton) DO NOTHING;
 -- Section 3 (version 3): MCP bearer tokens (issue: MCP server)
 -- ---------------------------------------------------------------------------------------------------
 
+-- Bearer tokens of the MCP server's HTTP transport (agent_memory/mcp_auth.py). A token maps to exactly one
+-- user; only its SHA-256 is stored (the token is printed once by `agent-memory token create`). token_prefix
+-- (the first characters of the token) lets `token list` / `token revoke` name a token without storing it.
+-- Revoked tokens are kept (revoked_at set) for audit; deleting the user deletes their tokens.
+CREATE TABLE IF NOT EXISTS agent_memory_mcp_tokens (
+    id           TEXT PRIMARY KEY,
+    user_id      TEXT NOT NULL REFERENCES "User"("id") ON DELETE CASCADE,
+    token_sha256 CHAR(64) NOT NULL UNIQUE,
+    token_prefix VARCHAR(32) NOT NULL,
+    name         TEXT NOT NULL DEFAULT '',
+    created_at   TIMESTAMPTZ NOT NULL DEFAULT now(),
+    expires_at   TIMESTAMPTZ,
+    last_used_at TIMESTAMPTZ,
+    revoked_at   TIMESTAMPTZ
+);
+CREATE INDEX IF NOT EXISTS agent_memory_mcp_tokens_user_idx ON agent_memory_mcp_tokens (user_id);
+
+UPDATE agent_memory_schema SET version = 3, applied_at = now() WHERE version < 3;
+
 -- ---------------------------------------------------------------------------------------------------
 -- Section 4 (version 4): embeddings / hybrid retrieval (issue: hybrid retrieval)
 -- ---------------------------------------------------------------------------------------------------
