@@ -35,6 +35,7 @@ EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_DB = 0, 1, 2, 3
 # "module:function" entries; each function receives the subparsers action and adds its commands.
 COMMAND_PROVIDERS: list[str] = [
     "agent_memory.cli_mcp:register",
+    "agent_memory.cli_ui:register",
 ]
 
 Handler = Callable[[argparse.Namespace, "Cli"], Awaitable[int]]

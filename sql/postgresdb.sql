@@ -187,3 +187,14 @@ UPDATE agent_memory_schema SET version = 3, applied_at = now() WHERE version < 3
 -- ---------------------------------------------------------------------------------------------------
 -- Section 5 (version 5): agents / UI auth (issues: agents, Chainlit UI)
 -- ---------------------------------------------------------------------------------------------------
+
+-- UI logins (issue: Chainlit UI). One scrypt hash per user, kept out of "User".metadata because Chainlit
+-- rewrites that column on every login and sends it to the browser. Deleting the user deletes the login.
+CREATE TABLE IF NOT EXISTS agent_memory_credentials (
+    user_id       TEXT PRIMARY KEY REFERENCES "User"("id") ON DELETE CASCADE,
+    password_hash TEXT NOT NULL,
+    created_at    TIMESTAMPTZ NOT NULL DEFAULT now(),
+    updated_at    TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+
+UPDATE agent_memory_schema SET version = 5, applied_at = now() WHERE version < 5;

@@ -1,0 +1,192 @@
+"""``agent-memory user ...`` (UI logins) and ``agent-memory ui`` (the Chainlit chat app).
+
+Examples::
+
+    agent-memory user add alice                 # prompts twice for a password
+    printf 'a long password\\n' | agent-memory user add bob --password-stdin
+    agent-memory user list
+    agent-memory user delete bob                # removes the login; memories stay
+    agent-memory ui --port 8000                 # http://localhost:8000
+
+``ui`` applies the schema on the configured database (embedded PostgreSQL by default), makes sure the
+session-signing secret exists, then runs Chainlit on ``chainlit_app/app.py`` in a child process that uses
+the same database. Ctrl+C (or SIGTERM) stops both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import os
+import shutil
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from .cli import EXIT_OK, EXIT_USAGE, Cli
+from .config import get_settings
+from .users import AccountExists, UserAccounts, auth_secret, check_password
+
+EXIT_NOT_FOUND = 1
+
+
+class UsageError(ValueError):
+    """Bad input (exit code 2). A ValueError so that ``python -m agent_memory.cli`` maps it too: there
+    ``agent_memory.cli.UsageError`` is not the class ``__main__`` catches."""
+
+
+def app_dir() -> Path:
+    """The ``chainlit_app`` package directory (repository checkout or installed package)."""
+    import chainlit_app
+
+    return Path(next(iter(chainlit_app.__path__))).resolve()
+
+
+def _read_password(args: argparse.Namespace) -> str:
+    if args.password_stdin:
+        line = sys.stdin.readline()
+        return line[:-1] if line.endswith("\n") else line
+    if not sys.stdin.isatty():
+        raise UsageError("no terminal to prompt for a password: pipe it in with --password-stdin")
+    first = getpass.getpass(f"Password for {args.name}: ")
+    check_password(first)
+    second = getpass.getpass("Repeat password: ")
+    if first != second:
+        raise UsageError("the passwords differ")
+    return first
+
+
+async def cmd_user_add(args: argparse.Namespace, cli: Cli) -> int:
+    password = check_password(_read_password(args))
+    store = await cli.store()
+    try:
+        await UserAccounts(store.db).add(args.name, password, replace=args.replace)
+    except AccountExists as exc:
+        raise UsageError(f"{exc}; use `agent-memory user add {args.name} --replace` to set a new password") from exc
+    cli.emit({"user": args.name, "login": True}, f"user {args.name} can now log in to the UI (agent-memory ui)")
+    return EXIT_OK
+
+
+async def cmd_user_list(args: argparse.Namespace, cli: Cli) -> int:
+    accounts = await UserAccounts((await cli.store()).db).list()
+    lines = [
+        f"{a.identifier:<24} {'login' if a.has_login else 'no login':<9} "
+        f"{a.memories:>7} memories {a.threads:>5} threads"
+        for a in accounts
+    ]
+    cli.emit([a.model_dump(mode="json") for a in accounts], "\n".join(lines) or "no users")
+    return EXIT_OK
+
+
+async def cmd_user_delete(args: argparse.Namespace, cli: Cli) -> int:
+    removed = await UserAccounts((await cli.store()).db).remove_login(args.name)
+    if not removed:
+        cli.error(f"user {args.name!r} has no login")
+        return EXIT_NOT_FOUND
+    cli.emit(
+        {"user": args.name, "login": False},
+        f"removed the login of {args.name}; their memories and threads stay "
+        f"(delete them with: agent-memory forget-user --user {args.name} --yes)",
+    )
+    return EXIT_OK
+
+
+def prepare_app_root(home: Path) -> Path:
+    """A writable Chainlit project directory under the home: config, public assets, uploads.
+
+    Chainlit reads ``.chainlit/config.toml`` and ``public/`` from its app root and writes uploads into
+    ``.files`` there, so the root must not be the (possibly read-only) package directory.
+    """
+    root = home / "ui"
+    (root / ".chainlit").mkdir(parents=True, exist_ok=True)
+    source = app_dir()
+    shutil.copyfile(source / "config.toml", root / ".chainlit" / "config.toml")
+    shutil.copyfile(source / "chainlit.md", root / "chainlit.md")
+    if (root / "public").exists():
+        shutil.rmtree(root / "public")
+    shutil.copytree(source / "public", root / "public")
+    return root
+
+
+async def cmd_ui(args: argparse.Namespace, cli: Cli) -> int:
+    settings = get_settings()
+    store = await cli.store()  # starts the embedded server when no URL is configured, applies the schema
+    db = store.db
+    if await UserAccounts(db).count_logins() == 0 and not os.environ.get("AGENT_MEMORY_UI_HEADER_AUTH"):
+        cli.error(
+            "no user can log in yet. Create one first:\n\n    agent-memory user add YOUR_NAME\n\n"
+            "then run `agent-memory ui` again."
+        )
+        return EXIT_USAGE
+    env: dict[str, str] = {
+        **os.environ,
+        "AGENT_MEMORY_DATABASE_URL": db.url,
+        "CHAINLIT_AUTH_SECRET": auth_secret(settings),
+        "CHAINLIT_APP_ROOT": str(prepare_app_root(settings.resolved_home())),
+        "AGENT_MEMORY_HOME": str(settings.resolved_home()),
+    }
+    if not (os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL")):
+        print(
+            "note: no model configured (OPENAI_API_KEY / OPENAI_BASE_URL); the UI starts and explains what to set.",
+            file=sys.stderr,
+        )
+    host_shown = "localhost" if args.host in ("0.0.0.0", "127.0.0.1") else args.host
+    print(f"agent-memory UI on http://{host_shown}:{args.port}  (database: {db.display_url})", flush=True)
+    command = [sys.executable, "-m", "chainlit", "run", str(app_dir() / "app.py"), "--headless"]
+    command += ["--host", args.host, "--port", str(args.port)]
+    # The embedded server stays up while this process lives; the child only connects to it.
+    await db.close()
+    return await _run_child(command, env)
+
+
+async def _run_child(command: list[str], env: dict[str, str]) -> int:
+    proc = await asyncio.create_subprocess_exec(*command, env=env, cwd=env["CHAINLIT_APP_ROOT"])
+    loop = asyncio.get_running_loop()
+
+    def forward(sig: int) -> None:
+        if proc.returncode is None:
+            proc.send_signal(sig)
+
+    handled: list[int] = []
+    for sig in (int(signal.SIGINT), int(signal.SIGTERM)):
+        try:
+            loop.add_signal_handler(sig, forward, sig)
+            handled.append(sig)
+        except (NotImplementedError, RuntimeError):  # pragma: no cover - non-Unix
+            pass
+    try:
+        code = await proc.wait()
+    finally:
+        for sig in handled:
+            loop.remove_signal_handler(sig)
+    return 0 if code in (0, -signal.SIGINT, -signal.SIGTERM) else code
+
+
+def register(subparsers: Any) -> None:
+    """Add ``user`` and ``ui`` to the ``agent-memory`` parser."""
+    user = subparsers.add_parser("user", help="UI logins: add, list, delete")
+    user_sub = user.add_subparsers(dest="user_command", metavar="USER_COMMAND")
+    user_sub.required = True
+
+    p = user_sub.add_parser("add", help="create a UI login (prompts for a password)")
+    p.add_argument("name", help="user identifier (the same as --user elsewhere)")
+    p.add_argument("--password-stdin", action="store_true", help="read the password from the first line of stdin")
+    p.add_argument("--replace", action="store_true", help="set a new password for an existing login")
+    p.add_argument("--json", action="store_true", help="machine-readable JSON output")
+    p.set_defaults(handler=cmd_user_add)
+
+    p = user_sub.add_parser("list", help="users, whether they can log in, memory and thread counts")
+    p.add_argument("--json", action="store_true", help="machine-readable JSON output")
+    p.set_defaults(handler=cmd_user_list)
+
+    p = user_sub.add_parser("delete", help="remove a user's login (memories and threads stay)")
+    p.add_argument("name")
+    p.add_argument("--json", action="store_true", help="machine-readable JSON output")
+    p.set_defaults(handler=cmd_user_delete)
+
+    p = subparsers.add_parser("ui", help="start the chat UI (Chainlit) on the configured database")
+    p.add_argument("--port", type=int, default=int(os.environ.get("AGENT_MEMORY_UI_PORT", "8000")))
+    p.add_argument("--host", default=os.environ.get("AGENT_MEMORY_UI_HOST", "127.0.0.1"))
+    p.set_defaults(handler=cmd_ui)
