@@ -198,3 +198,74 @@ CREATE TABLE IF NOT EXISTS agent_memory_credentials (
 );
 
 UPDATE agent_memory_schema SET version = 5, applied_at = now() WHERE version < 5;
+
+-- ---------------------------------------------------------------------------------------------------
+-- Section 6 (version 6): procedural memory / skills (issue: procedural memory)
+-- ---------------------------------------------------------------------------------------------------
+
+-- Skills (agent_memory/skills.py; seed 000 appendix B adapted): code that worked, frozen as a named, parameterised,
+-- reusable function. A skill belongs to one (user, agent) pair: search and use never look past that pair.
+-- parameters is a JSON Schema (type object) validated before every run; status gates use (only 'active' skills
+-- are found or run). Counts describe the current version (a new version starts from zero, the old counts stay in
+-- skill_versions). Text search mirrors agent_memories: a weighted tsvector plus a trigram head.
+CREATE OR REPLACE FUNCTION agent_memory_join_words(TEXT[]) RETURNS TEXT
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$ SELECT coalesce(array_to_string($1, ' '), '') $fn$;
+
+CREATE TABLE IF NOT EXISTS skills (
+    id              UUID PRIMARY KEY DEFAULT gen_random_uuid(),
+    user_id         TEXT NOT NULL REFERENCES "User"("id") ON DELETE CASCADE,
+    agent_id        TEXT NOT NULL,
+    name            VARCHAR(64) NOT NULL CHECK (name ~ '^[a-z][a-z0-9_-]*$'),
+    description     TEXT NOT NULL DEFAULT '',
+    code            TEXT NOT NULL,
+    language        VARCHAR(20) NOT NULL DEFAULT 'python' CHECK (language IN ('python', 'bash')),
+    parameters      JSONB NOT NULL DEFAULT '{"type": "object", "properties": {}}'::jsonb,
+    example_prompts TEXT[] NOT NULL DEFAULT '{}',
+    tags            TEXT[] NOT NULL DEFAULT '{}',
+    status          VARCHAR(20) NOT NULL DEFAULT 'active'
+                    CHECK (status IN ('active', 'pending_approval', 'rejected', 'disabled')),
+    source          VARCHAR(20) NOT NULL DEFAULT 'agent',
+    version         INTEGER NOT NULL DEFAULT 1 CHECK (version >= 1),
+    execution_count INTEGER NOT NULL DEFAULT 0 CHECK (execution_count >= 0),
+    success_count   INTEGER NOT NULL DEFAULT 0 CHECK (success_count >= 0),
+    last_error      TEXT,
+    metadata        JSONB NOT NULL DEFAULT '{}'::jsonb,
+    created_at      TIMESTAMPTZ NOT NULL DEFAULT now(),
+    updated_at      TIMESTAMPTZ NOT NULL DEFAULT now(),
+    last_used_at    TIMESTAMPTZ,
+    search_vector   TSVECTOR GENERATED ALWAYS AS (
+        setweight(to_tsvector('english', replace(replace(name, '_', ' '), '-', ' ')), 'A')
+        || setweight(to_tsvector('english', coalesce(description, '')), 'A')
+        || setweight(to_tsvector('english', agent_memory_join_words(example_prompts)), 'B')
+        || setweight(to_tsvector('english', agent_memory_join_words(tags)), 'B')
+    ) STORED,
+    search_head     TEXT GENERATED ALWAYS AS (
+        name || ' ' || left(description, 500) || ' ' || left(agent_memory_join_words(example_prompts), 500)
+        || ' ' || agent_memory_join_words(tags)
+    ) STORED,
+    CONSTRAINT skills_user_agent_name_uniq UNIQUE (user_id, agent_id, name),
+    CONSTRAINT skills_success_le_exec CHECK (success_count <= execution_count)
+);
+CREATE INDEX IF NOT EXISTS skills_user_agent_status_idx ON skills (user_id, agent_id, status);
+CREATE INDEX IF NOT EXISTS skills_search_vector_idx ON skills USING GIN (search_vector);
+CREATE INDEX IF NOT EXISTS skills_search_head_trgm_idx ON skills USING GIN (search_head gin_trgm_ops);
+
+-- Every version of every skill (the current one included), so a re-registration never loses the code that ran
+-- before, and `agent-memory skills show --version N` can print it. Counts are those the version reached.
+CREATE TABLE IF NOT EXISTS skill_versions (
+    skill_id        UUID NOT NULL REFERENCES skills(id) ON DELETE CASCADE,
+    version         INTEGER NOT NULL,
+    description     TEXT NOT NULL,
+    code            TEXT NOT NULL,
+    language        VARCHAR(20) NOT NULL,
+    parameters      JSONB NOT NULL,
+    example_prompts TEXT[] NOT NULL DEFAULT '{}',
+    tags            TEXT[] NOT NULL DEFAULT '{}',
+    execution_count INTEGER NOT NULL DEFAULT 0,
+    success_count   INTEGER NOT NULL DEFAULT 0,
+    source          VARCHAR(20) NOT NULL DEFAULT 'agent',
+    created_at      TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (skill_id, version)
+);
+
+UPDATE agent_memory_schema SET version = 6, applied_at = now() WHERE version < 6;
