@@ -9,6 +9,7 @@ Example:
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -30,6 +31,17 @@ class Settings(BaseSettings):
         default=256 * 1024 * 1024, ge=1, description="Largest content (UTF-8 bytes) accepted by `store`."
     )
     token_model: str = Field(default="gpt-4o", description="Model name that selects the tiktoken encoding.")
+    # Dense retrieval (agent_memory.embedders / agent_memory.search). Default: none, lexical search only.
+    embedder: Literal["none", "openai", "local"] = Field(
+        default="none", description="none | openai (any OpenAI-compatible endpoint) | local (sentence-transformers)."
+    )
+    embedding_model: str | None = Field(default=None, description="Embedding model; None: the kind's default.")
+    embedding_url: str | None = Field(default=None, description="OpenAI-compatible base URL; None: OPENAI_BASE_URL.")
+    embedding_api_key: str | None = Field(default=None, description="None: OPENAI_API_KEY.")
+    embedding_dimensions: int | None = Field(default=None, ge=1, description="Requested embedding dimension.")
+    search_min_score: float = Field(
+        default=0.2, ge=0.0, le=1.0, description="Hits scoring below this are dropped (unrelated queries -> [])."
+    )
 
     def resolved_home(self) -> Path:
         """The state directory with ``~`` expanded (not created)."""

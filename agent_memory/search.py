@@ -1,72 +1,326 @@
-"""Ranking of one user's memories, in SQL.
+"""Ranking of one user's memories: full-text + trigram + dense cosine, fused in SQL.
 
-Lexical retrieval fuses two PostgreSQL rankings with reciprocal rank fusion (RRF, k=60):
+Three rankers run in ONE SQL statement, each restricted to the user's rows in SQL:
 
-* full-text search (``search_vector``: description weighted A, content B) with an OR query of the
-  query's stemmed words, ranked by ``ts_rank``;
-* trigram word similarity (``pg_trgm``) on key + description + the head of the content, which catches
-  identifiers, hashes and typos that full-text search splits or misses.
+* **full-text** (``search_vector``: description weighted A, content B): every query word is a lexeme
+  (OR query, so natural-language questions match) plus the ``websearch_to_tsquery`` form of the query
+  (quotes and ``-word`` work, and rows matching all of it rank first); identifier-like words (with digits)
+  also match as prefixes, so ``9f3e2a1`` finds the full commit hash. Evidence = share of query words found.
+* **trigram** (``pg_trgm`` ``word_similarity`` on key + description + head of content, threshold 0.45): catches
+  identifiers, hashes, paths and typos (``dsk ful`` -> ``disk full``). Evidence = the similarity.
+* **dense** (pgvector cosine on the configured embedder's vector space, HNSW index): catches paraphrases.
+  Evidence = the cosine mapped onto [0, 1] by the embedder's calibration (floor -> 0, ceiling -> 1).
 
-Every candidate query filters by user in SQL (a join on ``"User".identifier``).
+Fusion is reciprocal-rank fusion (k = 60) weighted by evidence: ranker *i* contributes
+``c_i = evidence_i * (k + 1) / (k + rank_i)`` (1.0 for perfect evidence at rank 1), and the contributions
+combine as a noisy-OR, ``score = 1 - prod(1 - c_i)``. Scores live on [0, 1] and mean the same for every query,
+so ``min_score`` cuts noise: an unrelated query returns nothing. ``fusion="rrf"`` orders by classic RRF
+(``sum 1/(k + rank_i)``) instead, still cut on the same evidence score.
+
+After fusion (in Python, on a few dozen candidates): newer facts beat stale ones on the same subject
+(``metadata.subject`` equal, ``metadata.supersedes`` naming the older key, or two ``user_preference`` /
+``user_fact`` memories whose descriptions name the same thing): the older one drops below the newer. Optional
+MMR (``mmr=0.7``) re-ranks for diversity with word-bigram Jaccard similarity.
+
+Example:
+    >>> import asyncio
+    >>> from agent_memory import MemoryStore
+    >>> async def main() -> list[str]:
+    ...     async with await MemoryStore.open() as store:
+    ...         await store.store("Filesystem /dev/sda1 100% used: No space left on device", user_id="alice",
+    ...                           description="df -h on build-01", memory_type="command_output")
+    ...         return [i.description for i in await store.search("dsk ful", user_id="alice")]
+    >>> asyncio.run(main())  # doctest: +SKIP
+    ['df -h on build-01']
 """
 
 from __future__ import annotations
 
-from typing import Any
+import itertools
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import asyncpg
 
+from .embedding_worker import EmbeddingService, sql_literal, vector_literal
+
 RRF_K = 60
 CANDIDATES_PER_RANKER = 50
+TRIGRAM_THRESHOLD = 0.45
+HNSW_EF_SEARCH = 100
+DEFAULT_MIN_SCORE = 0.2
+SUPERSEDED_FACTOR = 0.8  # a stale fact scores at most this share of its newer replacement
 
-# $1 user identifier, $2 query text, $3 limit, $4 memory_type (NULL = any)
-LEXICAL_SEARCH_SQL = f"""
-WITH usr AS (
-    SELECT id FROM "User" WHERE identifier = $1
-),
+Ranker = Literal["fts", "trigram", "dense"]
+ALL_RANKERS: tuple[Ranker, ...] = ("fts", "trigram", "dense")
+
+_RESULT_COLUMNS = (
+    "m.memory_key, m.description, m.memory_type, m.token_count, m.char_count, m.created_at, "
+    "m.content_metadata, m.agent_id, m.thread_id, m.access_count, m.last_accessed_at, m.content_sha256"
+)
+
+# $1 user identifier, $2 query text, $3 candidates per ranker, $4 memory_type (NULL = any)
+_USR = """usr AS (SELECT id FROM "User" WHERE identifier = $1)"""
+
+_FTS = """
 q AS (
-    SELECT CASE WHEN cardinality(lex) = 0 THEN NULL
-                ELSE to_tsquery('simple', array_to_string(ARRAY(SELECT quote_literal(x) FROM unnest(lex) x), ' | '))
-           END AS tsq
+    SELECT lex,
+           CASE WHEN cardinality(lex) = 0 THEN NULL ELSE to_tsquery('simple', array_to_string(ARRAY(
+               SELECT quote_literal(x) || CASE WHEN x ~ '[0-9]' AND length(x) >= 5 THEN ':*' ELSE '' END
+               FROM unnest(lex) x), ' | ')) END AS tsq_or,
+           websearch_to_tsquery('english', $2) AS tsq_web
     FROM (SELECT tsvector_to_array(to_tsvector('english', $2)) AS lex) s
 ),
-fts AS (
-    SELECT id, row_number() OVER () AS rnk FROM (
-        SELECT m.id
-        FROM agent_memories m, usr, q
-        WHERE m.user_id = usr.id AND m.is_active AND q.tsq IS NOT NULL AND m.search_vector @@ q.tsq
-          AND ($4::text IS NULL OR m.memory_type = $4)
-        ORDER BY ts_rank(m.search_vector, q.tsq) DESC, m.created_at DESC
-        LIMIT {CANDIDATES_PER_RANKER}
-    ) ranked
+fts_hits AS (
+    SELECT m.id,
+           (m.search_vector @@ q.tsq_web) AS all_terms,
+           ts_rank(m.search_vector, q.tsq_or) AS rank,
+           (SELECT count(*) FROM unnest(q.lex) x
+             WHERE m.search_vector @@ to_tsquery('simple', quote_literal(x)
+                   || CASE WHEN x ~ '[0-9]' AND length(x) >= 5 THEN ':*' ELSE '' END))::float8
+             / cardinality(q.lex) AS coverage
+    FROM agent_memories m, usr, q
+    WHERE m.user_id = usr.id AND m.is_active AND q.tsq_or IS NOT NULL AND m.search_vector @@ q.tsq_or
+      AND ($4::text IS NULL OR m.memory_type = $4)
+    ORDER BY (m.search_vector @@ q.tsq_web) DESC, ts_rank(m.search_vector, q.tsq_or) DESC, m.created_at DESC
+    LIMIT $3
 ),
+fts AS (
+    SELECT id, row_number() OVER (ORDER BY all_terms DESC, coverage DESC, rank DESC) AS rnk,
+           -- share of query words found; a row matching the whole websearch query counts as complete
+           CASE WHEN all_terms THEN 1.0 ELSE coverage END ^ 1.5 * 0.95 AS evidence
+    FROM fts_hits
+)"""
+
+_TRIGRAM = """
 trg AS (
-    SELECT id, row_number() OVER () AS rnk FROM (
-        SELECT m.id
+    SELECT id, row_number() OVER (ORDER BY sim DESC, created_at DESC) AS rnk, sim AS evidence FROM (
+        SELECT m.id, m.created_at, word_similarity($2, m.search_head)::float8 AS sim
         FROM agent_memories m, usr
         WHERE m.user_id = usr.id AND m.is_active AND $2 <% m.search_head
           AND ($4::text IS NULL OR m.memory_type = $4)
         ORDER BY word_similarity($2, m.search_head) DESC, m.created_at DESC
-        LIMIT {CANDIDATES_PER_RANKER}
-    ) ranked
+        LIMIT $3
+    ) t
+)"""
+
+# $5 query vector (text), $6 similarity floor, $7 similarity ceiling; {dim} and {model} are inlined so the
+# planner can use the partial HNSW index of that vector space.
+_DENSE = """
+dense_raw AS (
+    SELECT e.memory_id AS id, (e.embedding::vector({dim}) <=> $5::vector({dim}))::float8 AS dist
+    FROM agent_memory_embeddings e
+    WHERE e.user_id = (SELECT id FROM usr) AND e.model = {model}
+    ORDER BY e.embedding::vector({dim}) <=> $5::vector({dim})
+    LIMIT CASE WHEN $4::text IS NULL THEN $3 ELSE $3 * 4 END
 ),
+dense AS (
+    SELECT d.id, row_number() OVER (ORDER BY d.dist) AS rnk,
+           greatest(0.0, least(1.0, ((1.0 - d.dist) - $6) / greatest($7 - $6, 1e-6))) AS evidence,
+           1.0 - d.dist AS cosine
+    FROM dense_raw d JOIN agent_memories m ON m.id = d.id
+    WHERE m.is_active AND ($4::text IS NULL OR m.memory_type = $4)
+)"""
+
+
+def _build_sql(rankers: Iterable[Ranker], dense_space: tuple[str, int] | None) -> str:
+    ctes = [_USR]
+    parts: list[str] = []
+    if "fts" in rankers:
+        ctes.append(_FTS)
+        parts.append("SELECT id, rnk, evidence, 'fts' AS src FROM fts")
+    if "trigram" in rankers:
+        ctes.append(_TRIGRAM)
+        parts.append("SELECT id, rnk, evidence, 'trigram' AS src FROM trg")
+    if "dense" in rankers and dense_space is not None:
+        model, dim = dense_space
+        ctes.append(_DENSE.format(dim=int(dim), model=sql_literal(model)))
+        parts.append("SELECT id, rnk, evidence, 'dense' AS src FROM dense")
+    if not parts:
+        raise ValueError("no ranker to run")
+    k = RRF_K
+    return f"""
+WITH {",".join(ctes)},
+hits AS ({" UNION ALL ".join(parts)}),
 fused AS (
-    SELECT id, sum(1.0 / ({RRF_K} + rnk)) AS score
-    FROM (SELECT * FROM fts UNION ALL SELECT * FROM trg) both_rankers
-    GROUP BY id
+    SELECT id,
+           1.0 - exp(sum(ln(1.0 - least(0.999, evidence * {k + 1}.0 / ({k} + rnk))))) AS score,
+           sum(1.0 / ({k} + rnk)) AS rrf,
+           jsonb_object_agg(src, jsonb_build_object('rank', rnk, 'evidence', round(evidence::numeric, 4))) AS why
+    FROM hits GROUP BY id
 )
-SELECT m.memory_key, m.description, m.memory_type, m.token_count, m.char_count, m.created_at,
-       m.content_metadata, m.agent_id, m.thread_id, m.access_count, m.last_accessed_at, m.content_sha256,
-       f.score::float8 AS score
+SELECT {_RESULT_COLUMNS}, left(m.content, 300) AS snippet,
+       f.score::float8 AS score, f.rrf::float8 AS rrf, f.why
 FROM fused f JOIN agent_memories m ON m.id = f.id
 ORDER BY f.score DESC, m.created_at DESC
-LIMIT $3
 """
 
 
-async def lexical_search(
-    conn: asyncpg.Connection | asyncpg.Pool, user_id: str, query: str, limit: int, memory_type: str | None
+_SQL_CACHE: dict[tuple[tuple[Ranker, ...], tuple[str, int] | None], str] = {}
+
+
+def search_sql(rankers: Iterable[Ranker], dense_space: tuple[str, int] | None) -> str:
+    """The fused ranking statement for these rankers (and vector space), cached."""
+    key = (tuple(r for r in ALL_RANKERS if r in set(rankers)), dense_space)
+    if key not in _SQL_CACHE:
+        _SQL_CACHE[key] = _build_sql(key[0], dense_space)
+    return _SQL_CACHE[key]
+
+
+@dataclass
+class SearchOptions:
+    """Knobs of :func:`hybrid_search` (defaults are what ``MemoryStore.search`` uses)."""
+
+    min_score: float = DEFAULT_MIN_SCORE
+    mmr: float | None = None  # MMR lambda in [0, 1]: 1 = pure relevance; None = off
+    fusion: Literal["weighted", "rrf"] = "weighted"
+    rankers: tuple[Ranker, ...] = ALL_RANKERS
+    supersede: bool = True
+    candidates: int = CANDIDATES_PER_RANKER
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+async def hybrid_search(
+    pool: asyncpg.Pool,
+    user_id: str,
+    query: str,
+    *,
+    limit: int,
+    memory_type: str | None = None,
+    embeddings: EmbeddingService | None = None,
+    options: SearchOptions | None = None,
 ) -> list[dict[str, Any]]:
-    """Rows of the best ``limit`` memories of ``user_id`` for ``query`` (best first, with ``score``)."""
-    rows = await conn.fetch(LEXICAL_SEARCH_SQL, user_id, query, limit, memory_type)
-    return [dict(r) for r in rows]
+    """Rows of the best ``limit`` memories of ``user_id`` for ``query``, best first, each with ``score``.
+
+    Dense ranking joins in when ``embeddings`` is given, pgvector exists and the query could be embedded;
+    otherwise (and always on a server without pgvector) ranking is lexical.
+    """
+    opts = options or SearchOptions()
+    rankers = list(opts.rankers)
+    vector: list[float] | None = None
+    dense_space: tuple[str, int] | None = None
+    if "dense" in rankers and embeddings is not None:
+        vector = await embeddings.query_vector(query)
+        if vector is not None and embeddings.embedder.dimension is not None:
+            dense_space = (embeddings.embedder.model_id, embeddings.embedder.dimension)
+    if dense_space is None:
+        rankers = [r for r in rankers if r != "dense"]
+        if not rankers:
+            return []
+    sql = search_sql(rankers, dense_space)
+    args: list[Any] = [user_id, query, opts.candidates, memory_type]
+    if dense_space is not None and embeddings is not None and vector is not None:
+        emb = embeddings.embedder
+        args += [vector_literal(vector), float(emb.similarity_floor), float(emb.similarity_ceiling)]
+    async with pool.acquire() as conn, conn.transaction():
+        # Local to this transaction: a lower trigram threshold catches typos; HNSW keeps scanning past
+        # other users' rows (iterative scan) so filtering by user does not starve the result.
+        await conn.execute(f"SET LOCAL pg_trgm.word_similarity_threshold = {TRIGRAM_THRESHOLD}")
+        if dense_space is not None:
+            await conn.execute(f"SET LOCAL hnsw.ef_search = {HNSW_EF_SEARCH}")
+            await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        rows = [dict(r) for r in await conn.fetch(sql, *args)]
+    if opts.fusion == "rrf":
+        rows.sort(key=lambda r: (-r["rrf"], -r["score"]))
+    if opts.supersede:
+        rows = demote_superseded(rows)
+    rows = [r for r in rows if r["score"] >= opts.min_score]
+    if opts.mmr is not None:
+        rows = mmr_rerank(rows, limit, opts.mmr)
+    return rows[:limit]
+
+
+# --------------------------------------------------------------------------------------------- stale facts
+
+_SUBJECT_TYPES = {"user_preference", "user_fact"}
+_GENERIC_WORDS = {
+    "a", "an", "the", "of", "for", "to", "on", "in", "my", "our", "your", "is", "are", "and", "or", "with",
+    "user", "users", "preference", "preferences", "preferred", "prefers", "prefer", "fact", "facts", "note",
+    "updated", "update", "new", "now", "current", "latest", "changed", "change", "old", "default",
+}  # fmt: skip
+_WORD_RE = re.compile(r"[a-z0-9][a-z0-9_\-./]*")
+
+
+def _subject_words(description: str) -> frozenset[str]:
+    return frozenset(w for w in _WORD_RE.findall(description.lower()) if w not in _GENERIC_WORDS)
+
+
+def _same_subject(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    meta_a, meta_b = a["content_metadata"] or {}, b["content_metadata"] or {}
+    subj_a, subj_b = meta_a.get("subject"), meta_b.get("subject")
+    if isinstance(subj_a, str) and isinstance(subj_b, str):
+        return subj_a.strip().lower() == subj_b.strip().lower()
+    if a["memory_type"] != b["memory_type"] or a["memory_type"] not in _SUBJECT_TYPES:
+        return False
+    wa, wb = _subject_words(a["description"]), _subject_words(b["description"])
+    if not wa or not wb:
+        return False
+    return len(wa & wb) / len(wa | wb) >= 0.5
+
+
+def _supersedes(newer: dict[str, Any], older: dict[str, Any]) -> bool:
+    named = (newer["content_metadata"] or {}).get("supersedes")
+    if isinstance(named, str):
+        named = [named]
+    if isinstance(named, list) and older["memory_key"] in named:
+        return True
+    return bool(newer["created_at"] > older["created_at"] and _same_subject(newer, older))
+
+
+def demote_superseded(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Drop each stale fact just below the newer fact that replaces it (rows: best first)."""
+    if len(rows) < 2:
+        return rows
+    changed = False
+    for older in rows:
+        for newer in rows:
+            if newer is not older and _supersedes(newer, older):
+                cap = newer["score"] * SUPERSEDED_FACTOR
+                if older["score"] > cap:
+                    older["score"] = cap
+                    changed = True
+    if changed:
+        rows.sort(key=lambda r: (-r["score"], -r["created_at"].timestamp()))
+    return rows
+
+
+# --------------------------------------------------------------------------------------------- MMR
+
+
+def _bigrams(text: str) -> frozenset[tuple[str, str]]:
+    words = _WORD_RE.findall(text.lower())
+    return frozenset(itertools.pairwise(words)) if len(words) > 1 else frozenset((w, "") for w in words)
+
+
+def mmr_rerank(rows: list[dict[str, Any]], limit: int, lam: float) -> list[dict[str, Any]]:
+    """Maximal marginal relevance: ``lam * score - (1 - lam) * max Jaccard(word bigrams) to picked rows``."""
+    if not 0.0 <= lam <= 1.0:
+        raise ValueError("mmr must be between 0 and 1")
+    grams = [_bigrams(f"{r['description']} {r.get('snippet') or ''}") for r in rows]
+    picked: list[int] = []
+    left = list(range(len(rows)))
+    while left and len(picked) < limit:
+
+        def value(i: int) -> float:
+            sim = max((_jaccard(grams[i], grams[j]) for j in picked), default=0.0)
+            return float(lam * rows[i]["score"] - (1.0 - lam) * sim)
+
+        best = max(left, key=value)
+        picked.append(best)
+        left.remove(best)
+    return [rows[i] for i in picked]
+
+
+def _jaccard(a: frozenset[Any], b: frozenset[Any]) -> float:
+    if not a or not b:
+        return 0.0
+    return len(a & b) / len(a | b)
+
+
+async def lexical_search(
+    conn: asyncpg.Pool, user_id: str, query: str, limit: int, memory_type: str | None
+) -> list[dict[str, Any]]:
+    """Full-text + trigram ranking only (no embedder), kept for callers of the first API."""
+    return await hybrid_search(conn, user_id, query, limit=limit, memory_type=memory_type)

@@ -30,10 +30,12 @@ import asyncpg
 
 from .config import Settings, get_settings
 from .db import Database
+from .embedders import Embedder, embedder_from_settings
+from .embedding_worker import EmbeddingService
 from .errors import MemoryNotFound
 from .models import MemoryItem, MemoryStats
 from .placeholders import is_valid_key
-from .search import lexical_search
+from .search import SearchOptions, hybrid_search
 from .tokens import count_tokens
 from .transforms import apply_transforms
 from .validation import (
@@ -117,15 +119,27 @@ class MemoryStore:
         self.db = db
         self.settings = settings or get_settings()
         self._owns_db = owns_db
+        # Dense retrieval (agent_memory.embedding_worker); None: lexical search only (the default).
+        self.embeddings: EmbeddingService | None = None
 
     @classmethod
-    async def open(cls, dsn: str | None = None, *, settings: Settings | None = None) -> MemoryStore:
-        """Connect (starting the embedded server if needed) and apply the schema."""
+    async def open(
+        cls, dsn: str | None = None, *, settings: Settings | None = None, embedder: Embedder | None = None
+    ) -> MemoryStore:
+        """Connect (starting the embedded server if needed) and apply the schema.
+
+        ``embedder`` enables dense retrieval (None: ``AGENT_MEMORY_EMBEDDER``, default none = lexical only).
+        """
         settings = settings or get_settings()
         db = await Database.connect(dsn, settings=settings)
-        return cls(db, settings)
+        store = cls(db, settings)
+        store.embeddings = await EmbeddingService.start(db.pool, embedder or embedder_from_settings(settings))
+        return store
 
     async def close(self) -> None:
+        if self.embeddings is not None:
+            await self.embeddings.close()
+            self.embeddings = None
         if self._owns_db:
             await self.db.close()
 
@@ -194,6 +208,8 @@ class MemoryStore:
                 continue  # key collision (48 random bits): draw another
             except asyncpg.NotNullViolationError:
                 continue  # another session created the user concurrently: it exists now
+            if self.embeddings is not None:
+                self.embeddings.enqueue(user_id, str(inserted))  # vector written in the background
             return str(inserted)
         raise RuntimeError("could not allocate a unique memory key after 5 attempts")
 
@@ -259,9 +275,20 @@ class MemoryStore:
         return item_from_row(row)
 
     async def search(
-        self, query: str, *, user_id: str, limit: int = 5, memory_type: str | None = None
+        self,
+        query: str,
+        *,
+        user_id: str,
+        limit: int = 5,
+        memory_type: str | None = None,
+        min_score: float | None = None,
+        mmr: float | None = None,
     ) -> list[MemoryItem]:
-        """The user's memories that best match ``query``, best first, each with a ``score``."""
+        """The user's memories that best match ``query``, best first, each with a ``score`` in [0, 1].
+
+        Hits below ``min_score`` (default ``settings.search_min_score``) are dropped, so an unrelated query
+        returns ``[]``; ``mmr`` (0..1) re-ranks for diversity. See :mod:`agent_memory.search`.
+        """
         user_id = check_user_id(user_id)
         limit = check_limit(limit, maximum=100)
         if memory_type is not None:
@@ -273,7 +300,13 @@ class MemoryStore:
         query = query.strip()[:MAX_QUERY_CHARS]
         if not query:
             return []
-        rows = await lexical_search(self.db.pool, user_id, query, limit, memory_type)
+        options = SearchOptions(
+            min_score=self.settings.search_min_score if min_score is None else float(min_score), mmr=mmr
+        )
+        rows = await hybrid_search(
+            self.db.pool, user_id, query, limit=limit, memory_type=memory_type, embeddings=self.embeddings,
+            options=options,
+        )  # fmt: skip
         return [item_from_row(r) for r in rows]
 
     async def list(

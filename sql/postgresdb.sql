@@ -184,6 +184,49 @@ UPDATE agent_memory_schema SET version = 3, applied_at = now() WHERE version < 3
 -- Section 4 (version 4): embeddings / hybrid retrieval (issue: hybrid retrieval)
 -- ---------------------------------------------------------------------------------------------------
 
+-- Dense vectors live beside agent_memories, one row per (memory, vector space). model is the embedder's
+-- model_id ("<model>@<dim>"), so changing the model or its dimension adds rows of a new space (filled by
+-- `agent-memory reindex` or the background writer) instead of breaking anything; search only compares
+-- vectors of the configured space. The column is an untyped `vector`; each space gets its own partial HNSW
+-- expression index ((embedding::vector(dim)) ... WHERE model = '<model_id>'), created at run time by
+-- agent_memory.embedding_worker because the model is only known then.
+--
+-- pgvector is optional. It is enabled when the server has it, unless the session sets
+-- agent_memory.pgvector = 'off' (an operator's choice, and how tests build a database without it). Without it
+-- there is no embeddings table and search stays lexical; `agent-memory db status` reports it.
+DO $$
+BEGIN
+    IF coalesce(nullif(current_setting('agent_memory.pgvector', true), ''), 'on') <> 'off'
+       AND EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector') THEN
+        BEGIN
+            CREATE EXTENSION IF NOT EXISTS vector;
+        EXCEPTION WHEN insufficient_privilege OR feature_not_supported OR undefined_file THEN
+            RAISE NOTICE 'pgvector is installed but could not be enabled (%); search stays lexical', SQLERRM;
+        END;
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector') THEN
+        EXECUTE $ddl$
+            CREATE TABLE IF NOT EXISTS agent_memory_embeddings (
+                memory_id      UUID NOT NULL REFERENCES agent_memories(id) ON DELETE CASCADE,
+                user_id        TEXT NOT NULL REFERENCES "User"("id") ON DELETE CASCADE,
+                model          TEXT NOT NULL,
+                dim            INTEGER NOT NULL CHECK (dim > 0),
+                content_sha256 CHAR(64) NOT NULL,
+                embedding      vector NOT NULL,
+                created_at     TIMESTAMPTZ NOT NULL DEFAULT now(),
+                PRIMARY KEY (memory_id, model),
+                CHECK (vector_dims(embedding) = dim)
+            )
+        $ddl$;
+        -- Exact (non-HNSW) path for users with few rows, and "what is missing" scans for reindex.
+        EXECUTE 'CREATE INDEX IF NOT EXISTS agent_memory_embeddings_user_model_idx
+                 ON agent_memory_embeddings (user_id, model)';
+    END IF;
+END
+$$;
+
+UPDATE agent_memory_schema SET version = 4, applied_at = now() WHERE version < 4;
+
 -- ---------------------------------------------------------------------------------------------------
 -- Section 5 (version 5): agents / UI auth (issues: agents, Chainlit UI)
 -- ---------------------------------------------------------------------------------------------------
