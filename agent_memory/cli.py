@@ -36,6 +36,7 @@ EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_DB = 0, 1, 2, 3
 COMMAND_PROVIDERS: list[str] = [
     "agent_memory.cli_mcp:register",
     "agent_memory.cli_ui:register",
+    "agent_memory.cli_reindex:register",
 ]
 
 Handler = Callable[[argparse.Namespace, "Cli"], Awaitable[int]]
