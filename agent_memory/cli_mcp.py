@@ -16,8 +16,13 @@ import re
 from datetime import datetime, timedelta
 from typing import Any
 
-from .cli import EXIT_NOT_FOUND, EXIT_OK, Cli, UsageError
+from .cli import EXIT_NOT_FOUND, EXIT_OK, Cli
 from .mcp_auth import TokenInfo, TokenManager, TokenNotFound
+
+
+class UsageError(ValueError):
+    """Bad command-line input: exit code 2 (``cli._run`` maps ValueError to 2). Not ``cli.UsageError``, which is
+    a different class when the CLI runs as ``python -m agent_memory.cli`` (the module is then ``__main__``)."""
 
 
 def parse_host_port(value: str) -> tuple[str, int]:
