@@ -4,6 +4,7 @@ Layer 1 is what the model sees: large content replaced by ``[MemoryRef: <key> - 
 Layer 2 is :class:`MemoryStore`: the exact content in ``agent_memories``, per user, fetched on demand.
 """
 
+from .context import MemoryContext, MemoryContextConfig
 from .errors import AgentMemoryError, DatabaseUnavailable, MemoryNotFound
 from .models import MemoryItem, MemoryStats
 from .placeholders import format_memory_ref, parse_memory_refs
@@ -12,6 +13,8 @@ from .store import MemoryStore
 __all__ = [
     "AgentMemoryError",
     "DatabaseUnavailable",
+    "MemoryContext",
+    "MemoryContextConfig",
     "MemoryItem",
     "MemoryNotFound",
     "MemoryStats",

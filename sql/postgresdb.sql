@@ -157,6 +157,22 @@ ON CONFLICT (singleton) DO NOTHING;
 -- Section 2 (version 2): MemoryContext persistence (issue: MemoryContext)
 -- ---------------------------------------------------------------------------------------------------
 
+-- One row per (user, thread, agent): the JSON state of a MemoryContext (agent_memory/context_state.py), saved
+-- after each change so a resumed thread rebuilds exactly the same context (placeholders, excerpts, user
+-- layer). thread_id is free-form (Chainlit "Thread".id or any id); agent_key is '' when the context has no
+-- agent id. Deleting the user deletes their contexts.
+CREATE TABLE IF NOT EXISTS agent_memory_contexts (
+    user_id    TEXT NOT NULL REFERENCES "User"("id") ON DELETE CASCADE,
+    thread_id  TEXT NOT NULL,
+    agent_key  TEXT NOT NULL DEFAULT '',
+    state      JSONB NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (user_id, thread_id, agent_key)
+);
+
+UPDATE agent_memory_schema SET version = 2, applied_at = now() WHERE version < 2;
+
 -- ---------------------------------------------------------------------------------------------------
 -- Section 3 (version 3): MCP bearer tokens (issue: MCP server)
 -- ---------------------------------------------------------------------------------------------------

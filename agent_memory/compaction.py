@@ -1,0 +1,304 @@
+"""Compact forms of big content: deterministic descriptions and excerpts, optional LLM summaries.
+
+Everything here works without a model (seed 002, "plugin" compaction): a one-line description built from
+the tool name, its arguments, the first meaningful line and the size; an excerpt with the first and last
+lines, the lines that mention errors or warnings (with their line numbers) and the exit status. When a
+``model_client`` is configured, :func:`llm_description` may replace the description, and falls back to the
+deterministic one on any error or timeout.
+
+Example:
+    >>> from agent_memory.compaction import describe, excerpt, salient_identifiers
+    >>> log = "collecting...\\nok 1\\nERROR test_db.py::test_connect refused\\nexit code: 1\\n"
+    >>> describe(log, tool_name="run_tests", arguments={"path": "tests/"}, tokens=21)
+    'run_tests(path=tests/): collecting... (4 lines, 21 tokens) exit 1'
+    >>> print(excerpt(log, max_tokens=60))
+    collecting...
+    ok 1
+    ERROR test_db.py::test_connect refused
+    exit code: 1
+    >>> sorted(salient_identifiers("see ERR_42 in app/main.py"))
+    ['app/main.py', 'err_42', 'main.py']
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from autogen_core.models import ChatCompletionClient, SystemMessage, UserMessage
+
+from .tokens import count_tokens, truncate_to_tokens
+
+log = logging.getLogger(__name__)
+
+EXCERPT_LINE_CHARS = 200  # one pathological line (minified JSON) must not eat the excerpt
+_SCAN_CHARS = 4_000_000  # error-line scan limit: a 20 MB log still compacts in milliseconds
+
+_ERROR_RE = re.compile(
+    r"\b(error|errors|exception|traceback|fatal|failed|failure|panic|warning|warn|denied|refused|"
+    r"timeout|timed out|segmentation fault|critical|not found|cannot|could not)\b|\b[EW]\d{3,5}\b",
+    re.IGNORECASE,
+)
+_EXIT_RE = re.compile(
+    r"\bexit(?:ed)?(?:\s+with)?\s+(?:code|status)\s*[:=]?\s*(-?\d+)"
+    r"|returned non-zero exit status\s+(-?\d+)"
+    r"|\breturn\s*code\s*[:=]?\s*(-?\d+)",
+    re.IGNORECASE,
+)
+# Identifiers worth matching between a user message and an offloaded item: file names and paths,
+# error codes, snake/camel identifiers with digits or underscores, hex ids, long numbers.
+_IDENT_RE = re.compile(
+    r"(?:[A-Za-z0-9_.-]*/)*[A-Za-z0-9_-]+\.[A-Za-z][A-Za-z0-9]{0,7}\b"  # file names / paths
+    r"|\b[A-Za-z]+[_-]?\d+[A-Za-z0-9_]*\b"  # ERR42, E1234, case_17, HTTP-503
+    r"|\b[A-Za-z][A-Za-z0-9]*_[A-Za-z0-9_]+\b"  # snake_case identifiers
+    r"|\b[0-9a-f]{7,40}\b"  # hashes
+    r"|\b\d{3,}\b"  # ports, status codes, ids
+)
+_STOP_IDENTS = frozenset({"e.g", "i.e", "etc.", "vs.", "a.m", "p.m"})
+MAX_SALIENT = 300
+
+
+def split_lines(text: str) -> list[str]:
+    return text.splitlines()
+
+
+def first_meaningful_line(text: str) -> str:
+    """The first line that has a letter or digit (skips blank lines and ``====`` rules)."""
+    for line in text[:20_000].splitlines():
+        stripped = line.strip()
+        if any(ch.isalnum() for ch in stripped):
+            return stripped[:EXCERPT_LINE_CHARS]
+    return ""
+
+
+def exit_status(text: str) -> str | None:
+    """The last exit status the text reports (``exit code: 1``, ``returned non-zero exit status 2``)."""
+    tail = text[-20_000:]
+    found: str | None = None
+    for match in _EXIT_RE.finditer(tail):
+        found = next(g for g in match.groups() if g is not None)
+    return found
+
+
+def short_arguments(arguments: Mapping[str, Any] | str | None, max_chars: int = 60) -> str:
+    """``key=value`` pairs of a tool call, shortened for a one-line description."""
+    if not arguments:
+        return ""
+    if isinstance(arguments, str):
+        text = " ".join(arguments.split())
+    else:
+        parts = []
+        for key, value in arguments.items():
+            shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            parts.append(f"{key}={' '.join(str(shown).split())}")
+        text = ", ".join(parts)
+    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
+
+
+def describe(
+    text: str,
+    *,
+    tool_name: str | None = None,
+    arguments: Mapping[str, Any] | str | None = None,
+    tokens: int | None = None,
+    kind: str | None = None,
+) -> str:
+    """Deterministic one-line description: ``tool(args): first line (N lines, T tokens)``."""
+    head = first_meaningful_line(text)
+    n_lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+    size = f"{n_lines} lines" + (f", {tokens} tokens" if tokens is not None else "")
+    label = ""
+    if tool_name:
+        args = short_arguments(arguments)
+        label = f"{tool_name}({args})" if args else tool_name
+    elif kind:
+        label = kind
+    status = exit_status(text)
+    status_text = f" exit {status}" if status is not None else ""
+    prefix = f"{label}: " if label else ""
+    return f"{prefix}{head[:80]} ({size}){status_text}".strip()
+
+
+def excerpt(
+    text: str, *, max_tokens: int = 150, head_lines: int = 3, tail_lines: int = 3, max_error_lines: int = 6
+) -> str:
+    """A short view of ``text`` within ``max_tokens``: first and last lines, error/warning lines, exit status.
+
+    Omitted spans are marked ``… [N lines omitted] …``; error lines carry their 1-based line number so
+    the model can ask for the surrounding lines (``retrieve_memory(key, lines="120-160")``).
+    """
+    if max_tokens <= 0:
+        return ""
+    # Short enough already (a token is at least one byte, so small texts skip the count).
+    if len(text) <= max_tokens * 8 and count_tokens(text) <= max_tokens:
+        return text.rstrip("\n")
+    lines = text.splitlines()
+    errors: list[int] = []
+    scanned = 0
+    for i, line in enumerate(lines):
+        scanned += len(line)
+        if scanned > _SCAN_CHARS:
+            break
+        if _ERROR_RE.search(line):
+            errors.append(i)
+    status = exit_status(text)
+    # Scale the head/tail with the budget (a first-use view of thousands of tokens shows much more), then
+    # shrink until it fits: fewer head/tail lines first, then fewer error lines, then shorter lines.
+    scale = max(1, max_tokens // 150)
+    h, t, e, clip = head_lines * scale, tail_lines * scale, max_error_lines * scale, EXCERPT_LINE_CHARS
+    while True:
+        result = _assemble_excerpt(lines, errors, status, h, t, e, clip)
+        if count_tokens(result) <= max_tokens:
+            return result
+        if h > 1 or t > 1:
+            h, t = max(1, h - max(1, h // 3)), max(1, t - max(1, t // 3))
+        elif e > 2:
+            e = max(2, e // 2)
+        elif clip > 60:
+            clip = max(60, clip * 2 // 3)
+        else:
+            return truncate_to_tokens(result, max(1, max_tokens - 2)) + " …"
+
+
+def _assemble_excerpt(
+    lines: list[str], errors: list[int], status: str | None, h: int, t: int, e: int, clip: int
+) -> str:
+    n = len(lines)
+    h = min(n, h)
+    t = min(max(0, n - h), t)
+
+    def cut(line: str) -> str:
+        line = line.rstrip("\r")
+        return line if len(line) <= clip else line[: clip - 1] + "…"
+
+    picked: dict[int, str] = {i: cut(lines[i]) for i in range(h)}
+    picked.update({i: cut(lines[i]) for i in range(n - t, n)})
+    middle = [i for i in errors if h <= i < n - t]
+    chosen = middle if len(middle) <= e else middle[: e // 2] + middle[-(e - e // 2) :]
+    for i in chosen:
+        picked[i] = f"{i + 1}: {cut(lines[i])}"
+    out: list[str] = []
+    previous = -1
+    for i in sorted(picked):
+        if i > previous + 1:
+            out.append(f"… [{i - previous - 1} lines omitted] …")
+        out.append(picked[i])
+        previous = i
+    if previous < n - 1:
+        out.append(f"… [{n - previous - 1} lines omitted] …")
+    if status is not None and not any(_EXIT_RE.search(line) for line in out):
+        out.append(f"exit status: {status}")
+    return "\n".join(out)
+
+
+def salient_identifiers(text: str, limit: int = MAX_SALIENT) -> set[str]:
+    """Lower-cased identifiers (file names, error codes, ids) used to tell what a user message refers to.
+
+    Looks at the head, the tail and the error lines of big texts, so the cost stays bounded.
+    """
+    if len(text) > 200_000:
+        lines = text.splitlines()
+        focus = lines[:200] + lines[-200:] + [ln for ln in lines[200:-200][:50_000] if _ERROR_RE.search(ln)][:500]
+        text = "\n".join(focus)
+    found: set[str] = set()
+    for match in _IDENT_RE.finditer(text):
+        token = match.group(0).lower().strip(".-")
+        if len(token) < 3 or token in _STOP_IDENTS:
+            continue
+        found.add(token)
+        if "/" in token:
+            found.add(token.rsplit("/", 1)[1])
+        if len(found) >= limit:
+            break
+    return found
+
+
+def message_identifiers(text: str) -> set[str]:
+    """Identifiers in a (short) user message, same normalisation as :func:`salient_identifiers`."""
+    return salient_identifiers(text[:20_000], limit=100)
+
+
+_LLM_DESCRIBE_PROMPT = (
+    "You write one-line descriptions (at most 20 words) of stored tool outputs, logs and pastes, so an agent "
+    "knows what the stored item contains. Mention the command or tool, the outcome (success, failure, error "
+    "codes) and the most important facts. Reply with the description only."
+)
+
+
+async def llm_description(
+    model_client: ChatCompletionClient,
+    text: str,
+    *,
+    fallback: str,
+    hint: str = "",
+    timeout_seconds: float = 10.0,
+    max_input_tokens: int = 1500,
+) -> str:
+    """A one-line LLM description of ``text``; ``fallback`` on any error, timeout or empty answer."""
+    view = excerpt(text, max_tokens=max_input_tokens)
+    prompt = f"{hint}\n\n{view}" if hint else view
+    try:
+        result = await asyncio.wait_for(
+            model_client.create(
+                [SystemMessage(content=_LLM_DESCRIBE_PROMPT), UserMessage(content=prompt, source="user")]
+            ),
+            timeout=timeout_seconds,
+        )
+    except Exception as exc:  # any failure of an optional helper falls back, never loses the offload
+        log.info("LLM description failed (%s); using the deterministic one", type(exc).__name__)
+        return fallback
+    content = result.content
+    if not isinstance(content, str):
+        return fallback
+    line = " ".join(content.split())
+    return line[:160] if line else fallback
+
+
+_LLM_JUDGE_PROMPT = (
+    "An agent's context holds stored items, listed as KEY: description. Given the user's new message, decide "
+    'which stored items the agent needs expanded to answer it. Reply with JSON only: {"expand": ["KEY", ...]} '
+    "(an empty list when none is needed)."
+)
+
+
+async def llm_select_keys(
+    model_client: ChatCompletionClient,
+    message: str,
+    candidates: Iterable[tuple[str, str]],
+    *,
+    timeout_seconds: float = 10.0,
+) -> list[str] | None:
+    """Keys (among ``candidates``) an LLM judge wants expanded for ``message``; ``None`` on any failure.
+
+    Keys the model invents (not among the candidates) are ignored, so a forged or foreign key can never be
+    selected this way.
+    """
+    allowed = dict(candidates)
+    if not allowed:
+        return []
+    listing = "\n".join(f"{key}: {desc}" for key, desc in allowed.items())
+    prompt = f"Stored items:\n{listing}\n\nUser message:\n{message[:4000]}"
+    try:
+        result = await asyncio.wait_for(
+            model_client.create(
+                [SystemMessage(content=_LLM_JUDGE_PROMPT), UserMessage(content=prompt, source="user")],
+                json_output=True,
+            ),
+            timeout=timeout_seconds,
+        )
+        content = result.content
+        if not isinstance(content, str):
+            return None
+        match = re.search(r"\{.*\}", content, re.DOTALL)
+        data = json.loads(match.group(0) if match else content)
+        keys = data.get("expand", []) if isinstance(data, dict) else data
+        if not isinstance(keys, list):
+            return None
+        return [k for k in keys if isinstance(k, str) and k in allowed]
+    except Exception as exc:  # the judge is optional: the deterministic rules decide instead
+        log.info("LLM expansion judge failed (%s); using deterministic relevance", type(exc).__name__)
+        return None
