@@ -1,0 +1,132 @@
+"""Chainlit hooks of the agent-memory chat UI. Start it with ``agent-memory ui``.
+
+- Login: passwords from ``agent-memory user add`` (scrypt hashes in PostgreSQL); optionally a trusted header
+  set by an SSO proxy (``AGENT_MEMORY_UI_HEADER_AUTH=1``, header ``AGENT_MEMORY_UI_TRUSTED_HEADER``,
+  default ``X-Forwarded-User``). Chainlit signs the session with ``CHAINLIT_AUTH_SECRET``.
+- History: Chainlit's own PostgreSQL data layer on the agent-memory database; Chainlit shows each user
+  only their threads and refuses to resume anyone else's.
+- Chat: per session a CodeAgent + executor team whose model context is a MemoryContext for the logged-in
+  user and the current thread (:class:`chainlit_app.ui_agent_builder.UIAgentBuilder`), streamed as steps.
+- Memory: the ``Memories`` and ``Search`` commands in the composer, and the inspector page ``/memories``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import chainlit as cl
+from chainlit.data.chainlit_data_layer import ChainlitDataLayer
+from chainlit.server import app as server_app
+from chainlit.types import ThreadDict
+
+from agent_memory.users import UserAccounts
+from chainlit_app import inspector
+from chainlit_app.chat import ChatSession, memory_overview, search_overview
+from chainlit_app.runtime import close_store, database_url, get_store
+
+inspector.mount(server_app)
+
+COMMANDS: list[dict[str, Any]] = [
+    {"id": "Memories", "icon": "brain", "description": "What memory holds for this thread", "button": True},
+    {"id": "Search", "icon": "search", "description": "Search your memories for the text you type", "button": True},
+]
+
+
+@cl.data_layer
+def _data_layer() -> ChainlitDataLayer:
+    return ChainlitDataLayer(database_url=database_url())
+
+
+@cl.on_app_startup
+async def _startup() -> None:
+    await get_store()  # applies the schema (Chainlit's tables included) before the first request
+
+
+@cl.on_app_shutdown
+async def _shutdown() -> None:
+    await close_store()
+
+
+@cl.password_auth_callback
+async def _password_login(username: str, password: str) -> cl.User | None:
+    store = await get_store()
+    if await UserAccounts(store.db).verify(username.strip(), password):
+        return cl.User(identifier=username.strip(), metadata={"provider": "password"})
+    return None
+
+
+def _header_auth_enabled() -> bool:
+    return os.environ.get("AGENT_MEMORY_UI_HEADER_AUTH", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+if _header_auth_enabled():
+    _TRUSTED_HEADER = os.environ.get("AGENT_MEMORY_UI_TRUSTED_HEADER", "X-Forwarded-User")
+
+    @cl.header_auth_callback
+    async def _header_login(headers: Any) -> cl.User | None:
+        # Only safe behind a proxy that authenticates users and overwrites this header on every request.
+        name = (headers.get(_TRUSTED_HEADER) or "").strip()
+        if not name or len(name) > 255:
+            return None
+        return cl.User(identifier=name, metadata={"provider": "header"})
+
+
+def _identifier() -> str:
+    user = cl.user_session.get("user")
+    if user is None:  # Chainlit only opens sessions for logged-in users when auth is configured
+        raise RuntimeError("no logged-in user in this session")
+    return str(user.identifier)
+
+
+async def _open_session(thread: ThreadDict | None) -> None:
+    await cl.context.emitter.set_commands(COMMANDS)
+    session = ChatSession(user_id=_identifier(), thread_id=cl.context.session.thread_id, store=await get_store())
+    cl.user_session.set("chat", session)
+    await session.start(resumed=thread is not None)
+
+
+@cl.on_chat_start
+async def _on_chat_start() -> None:
+    await _open_session(None)
+
+
+@cl.on_chat_resume
+async def _on_chat_resume(thread: ThreadDict) -> None:
+    await _open_session(thread)
+
+
+@cl.on_message
+async def _on_message(message: cl.Message) -> None:
+    session: ChatSession | None = cl.user_session.get("chat")
+    if session is None:
+        await _open_session(None)
+        session = cl.user_session.get("chat")
+        assert session is not None
+    if message.command == "Memories":
+        await memory_overview(session)
+    elif message.command == "Search":
+        await search_overview(session, message.content)
+    else:
+        await session.run(message.content)
+
+
+@cl.on_stop
+async def _on_stop() -> None:
+    session: ChatSession | None = cl.user_session.get("chat")
+    if session is not None:
+        session.stop()
+
+
+@cl.on_chat_end
+async def _on_chat_end() -> None:
+    session: ChatSession | None = cl.user_session.get("chat")
+    if session is not None:
+        await session.close()
+
+
+@cl.action_callback("delete_memory")
+async def _delete_memory(action: cl.Action) -> None:
+    session: ChatSession | None = cl.user_session.get("chat")
+    if session is not None:
+        await session.delete_memory(str(action.payload.get("key", "")))

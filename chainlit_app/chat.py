@@ -1,0 +1,315 @@
+"""One chat session: the team of one user and thread, its run streamed as Chainlit steps.
+
+Rendering of the AgentChat event stream:
+
+=============================  ==================================================================
+event                          shown as
+=============================  ==================================================================
+CodeAgent ``TextMessage``      a step named after the agent (markdown: code blocks show as code)
+streaming chunks               tokens streamed into that step while the model writes
+``ToolCallRequestEvent``       a ``tool`` step per call; memory tools get a 🧠 "recalled" marker
+``ToolCallExecutionEvent``     the result, in the same step
+``MemoryStoredEvent``          a 🧠 "stored in memory" marker with the placeholder
+``CodeExecutionEvent``         an executor step: exit status, placeholder + excerpt, and a link that
+                               fetches the full output from the store when clicked
+``TaskResult``                 the final answer as a message (or why the run stopped)
+=============================  ==================================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import chainlit as cl
+from autogen_agentchat.base import TaskResult
+from autogen_agentchat.messages import (
+    BaseAgentEvent,
+    BaseChatMessage,
+    CodeExecutionEvent,
+    ModelClientStreamingChunkEvent,
+    TextMessage,
+    ToolCallExecutionEvent,
+    ToolCallRequestEvent,
+)
+from autogen_core import CancellationToken
+
+from agent_memory import MemoryItem, MemoryNotFound, MemoryStore
+from agent_memory.placeholders import parse_memory_refs
+from chainlit_app.inspector import thread_token_stats
+
+log = logging.getLogger(__name__)
+
+MEMORY_TOOLS = {"retrieve_memory", "search_memory", "list_memories", "store_memory", "read_memory"}
+RECALL_TOOLS = {"retrieve_memory", "search_memory", "list_memories", "read_memory"}
+TERMINATE_RE = re.compile(r"\s*\bTERMINATE\b\s*$")
+
+
+def content_link(key: str) -> str:
+    """Markdown links that fetch a memory from the store only when clicked."""
+    return f"[Open full output](/memory-api/memories/{key}/content) · [inspect](/memories?key={key})"
+
+
+def _cell(text: str, limit: int = 90) -> str:
+    text = " ".join(text.split()).replace("|", "\\|")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def memory_table(items: list[MemoryItem], *, scores: bool = False) -> str:
+    head = "| Key | Type | Description | Tokens | Created |" + (" Score |" if scores else "")
+    rule = "|---|---|---|---:|---|" + ("---:|" if scores else "")
+    rows = [
+        f"| `{i.memory_key}` | {i.memory_type} | {_cell(i.description) or '—'} | {i.token_count:,} | "
+        f"{i.created_at.strftime('%Y-%m-%d %H:%M')} |" + (f" {i.score:.3f} |" if scores and i.score is not None else "")
+        for i in items
+    ]
+    return "\n".join([head, rule, *rows])
+
+
+class ChatSession:
+    """The agents, memory and state of one Chainlit session (one user, one thread)."""
+
+    def __init__(self, *, user_id: str, thread_id: str, store: MemoryStore) -> None:
+        self.user_id = user_id
+        self.thread_id = thread_id
+        self.store = store
+        self.team: Any = None
+        self.builder: Any = None
+        self.setup_error: str | None = None
+        self._cancel: CancellationToken | None = None
+
+    async def start(self, *, resumed: bool) -> None:
+        """Build the team (restoring the thread's MemoryContext when resumed) or explain what is missing."""
+        from chainlit_app.ui_agent_builder import model_setup_problem
+
+        problem = model_setup_problem()
+        if problem is not None:
+            self.setup_error = problem
+            await cl.Message(content=problem, author="agent-memory").send()
+            return
+        from chainlit_app.ui_agent_builder import UIAgentBuilder  # type: ignore[attr-defined]
+
+        try:
+            self.builder = UIAgentBuilder(store=self.store, user_id=self.user_id, thread_id=self.thread_id)
+            self.team = await self.builder.build_ui_team()
+        except Exception as exc:  # a broken model config must not take the session down
+            log.exception("could not build the team")
+            self.setup_error = f"The agents could not be started: {type(exc).__name__}: {exc}"
+            await cl.Message(content=self.setup_error, author="agent-memory").send()
+            return
+        if resumed:
+            stats = await thread_token_stats(self.user_id, self.thread_id)
+            await cl.Message(
+                content=f"Resumed. The agent's memory context was restored from PostgreSQL "
+                f"({stats['memories']} memories in this thread, {stats['kept_out_tokens']:,} tokens kept out "
+                "of the context).",
+                author="agent-memory",
+            ).send()
+
+    # ------------------------------------------------------------------------------------------ running
+
+    async def run(self, task: str) -> None:
+        if self.team is None:
+            await cl.Message(
+                content=self.setup_error or "The agents are not available in this session.", author="agent-memory"
+            ).send()
+            return
+        self._cancel = CancellationToken()
+        renderer = Renderer(self)
+        try:
+            async for event in self._stream(task):
+                await renderer.render(event)
+        except asyncio.CancelledError:
+            # Stop button: Chainlit cancelled this task and says so; the token also kills running code.
+            if self._cancel is not None:
+                self._cancel.cancel()
+            await renderer.close_open_steps()
+            raise
+        except Exception as exc:
+            log.exception("run failed")
+            await renderer.close_open_steps()
+            await cl.Message(content=f"The run failed: {type(exc).__name__}: {exc}", author="agent-memory").send()
+        finally:
+            self._cancel = None
+            if self.builder is not None:
+                await self.builder.save(self.team)
+
+    async def _stream(self, task: str) -> AsyncIterator[BaseAgentEvent | BaseChatMessage | TaskResult]:
+        assert self._cancel is not None
+        async for event in self.team.run_stream(task=task, cancellation_token=self._cancel):
+            yield event
+
+    def stop(self) -> None:
+        """Cancel the running turn (Chainlit's Stop button): running code is killed with its process group."""
+        if self._cancel is not None:
+            self._cancel.cancel()
+
+    async def close(self) -> None:
+        self.stop()
+        if self.builder is not None:
+            await self.builder.close()
+
+    # ------------------------------------------------------------------------------------------ memory
+
+    async def delete_memory(self, key: str) -> None:
+        try:
+            await self.store.delete(key, user_id=self.user_id)
+        except MemoryNotFound:
+            await cl.Message(content=f"No memory `{key}`.", author="agent-memory").send()
+            return
+        await cl.Message(content=f"🗑️ Deleted memory `{key}`.", author="agent-memory").send()
+
+
+class Renderer:
+    """Turns one run's events into Chainlit steps and messages."""
+
+    def __init__(self, session: ChatSession) -> None:
+        self.session = session
+        self.streaming: dict[str, cl.Step] = {}
+        self.stored: dict[str, str] = {}  # executor name -> key of the output it just stored
+        self.tool_steps: dict[str, cl.Step] = {}
+        self.last_text: str | None = None
+        self.last_executor_text: str | None = None
+
+    async def close_open_steps(self) -> None:
+        for step in [*self.streaming.values(), *self.tool_steps.values()]:
+            await step.__aexit__(None, None, None)
+        self.streaming.clear()
+        self.tool_steps.clear()
+
+    async def render(self, event: BaseAgentEvent | BaseChatMessage | TaskResult) -> None:
+        if isinstance(event, TaskResult):
+            await self.finish(event)
+        elif isinstance(event, ModelClientStreamingChunkEvent):
+            step = self.streaming.get(event.source)
+            if step is None:
+                step = cl.Step(name=event.source, type="llm")
+                await step.__aenter__()
+                self.streaming[event.source] = step
+            await step.stream_token(event.content)
+        elif getattr(event, "type", "") == "MemoryStoredEvent":
+            await self.memory_stored(event)
+        elif isinstance(event, CodeExecutionEvent):
+            await self.code_executed(event)
+        elif isinstance(event, ToolCallRequestEvent):
+            await self.tool_requested(event)
+        elif isinstance(event, ToolCallExecutionEvent):
+            await self.tool_executed(event)
+        elif isinstance(event, TextMessage):
+            await self.text(event)
+        elif getattr(event, "type", "") in ("MemoryRecalledEvent", "MemoryExpandedEvent"):
+            await self.memory_recalled_by_context(event)
+
+    async def text(self, message: TextMessage) -> None:
+        if message.source == "user":
+            return
+        if message.content == self.last_executor_text:
+            return  # the executor's chat message repeats its CodeExecutionEvent, already shown
+        self.last_text = message.content
+        step = self.streaming.pop(message.source, None)
+        if step is not None:  # streamed: the step already holds the text; set the final form
+            step.output = message.content
+            await step.__aexit__(None, None, None)
+            return
+        async with cl.Step(name=message.source, type="llm") as new_step:
+            new_step.output = message.content
+
+    async def memory_stored(self, event: Any) -> None:
+        self.stored[event.source] = event.memory_key
+        async with cl.Step(name="🧠 stored in memory", type="tool") as step:
+            step.input = event.placeholder
+            step.output = (
+                f"{event.token_count:,} tokens of {event.memory_type} went to memory; the context keeps only\n"
+                f"`{event.placeholder}`\n\n{content_link(event.memory_key)}"
+            )
+
+    async def code_executed(self, event: CodeExecutionEvent) -> None:
+        text = event.result.output
+        self.last_executor_text = text
+        key = self.stored.pop(event.source, None)
+        if key is None:
+            refs = parse_memory_refs(text)
+            key = refs[0].key if refs else None
+        async with cl.Step(name=event.source, type="tool") as step:
+            step.language = "text"
+            body = f"```text\n{text}\n```"
+            step.output = body + (f"\n\n{content_link(key)}" if key else "")
+
+    async def tool_requested(self, event: ToolCallRequestEvent) -> None:
+        streamed = self.streaming.pop(event.source, None)
+        if streamed is not None:
+            await streamed.__aexit__(None, None, None)
+        for call in event.content:
+            recall = call.name in RECALL_TOOLS
+            name = f"🧠 recalled from memory: {call.name}" if recall else call.name
+            step = cl.Step(name=name, type="tool")
+            step.language = "json"
+            step.input = call.arguments
+            await step.__aenter__()
+            self.tool_steps[call.id] = step
+
+    async def tool_executed(self, event: ToolCallExecutionEvent) -> None:
+        for result in event.content:
+            step = self.tool_steps.pop(result.call_id, None)
+            if step is None:
+                step = cl.Step(name=result.name, type="tool")
+                await step.__aenter__()
+            step.language = None
+            step.is_error = bool(result.is_error)
+            step.output = result.content
+            await step.__aexit__(None, None, None)
+
+    async def memory_recalled_by_context(self, event: Any) -> None:
+        key = getattr(event, "memory_key", "") or ", ".join(getattr(event, "keys", []) or [])
+        async with cl.Step(name="🧠 recalled from memory", type="tool") as step:
+            step.output = f"The memory context brought back `{key}` for this question."
+
+    async def finish(self, result: TaskResult) -> None:
+        await self.close_open_steps()
+        answer = TERMINATE_RE.sub("", self.last_text or "").strip()
+        if answer:
+            await cl.Message(content=answer).send()
+        elif result.stop_reason:
+            await cl.Message(content=f"Run ended: {result.stop_reason}", author="agent-memory").send()
+
+
+# ---------------------------------------------------------------------------------------------- commands
+
+
+async def memory_overview(session: ChatSession) -> None:
+    """The ``Memories`` command: this thread's memories, token savings, and the inspector link."""
+    items = await session.store.list(user_id=session.user_id, thread_id=session.thread_id, limit=50)
+    stats = await thread_token_stats(session.user_id, session.thread_id)
+    total = await session.store.stats(user_id=session.user_id)
+    lines = [
+        f"**Memory in this thread:** {stats['memories']} memories, {stats['stored_tokens']:,} tokens stored. "
+        f"The context carries {stats['placeholder_tokens']:,} tokens of placeholders instead: "
+        f"**memory kept {stats['kept_out_tokens']:,} tokens out of the context.**",
+        f"All your memories: {total.total_memories} ({total.total_tokens:,} tokens). "
+        f"[Open the memory inspector](/memories?thread={session.thread_id})",
+    ]
+    if items:
+        lines += ["", memory_table(items)]
+    actions = [
+        cl.Action(name="delete_memory", payload={"key": i.memory_key}, label=f"Delete {i.memory_key}", icon="trash")
+        for i in items[:10]
+    ]
+    await cl.Message(content="\n".join(lines), author="memory", actions=actions).send()
+
+
+async def search_overview(session: ChatSession, query: str) -> None:
+    """The ``Search`` command: the user's memories that best match ``query``."""
+    if not query.strip():
+        await cl.Message(content="Type what to search for after choosing **Search**.", author="memory").send()
+        return
+    items = await session.store.search(query, user_id=session.user_id, limit=10)
+    if not items:
+        await cl.Message(content=f"No memory matches “{query}”.", author="memory").send()
+        return
+    await cl.Message(
+        content=f"**{len(items)} memories match “{query}”** (best first):\n\n" + memory_table(items, scores=True),
+        author="memory",
+    ).send()

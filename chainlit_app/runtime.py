@@ -1,0 +1,53 @@
+"""Process-wide resources of the UI: the database URL, one MemoryStore, Chainlit's data layer.
+
+``agent-memory ui`` passes ``AGENT_MEMORY_DATABASE_URL`` (the embedded server it started, or the configured
+server). Run directly (``chainlit run chainlit_app/app.py``) without a URL, the embedded server is started
+here, once, before Chainlit's event loop runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from agent_memory import MemoryStore
+from agent_memory.config import get_settings
+from agent_memory.db import start_embedded_server
+
+_store: MemoryStore | None = None
+_store_lock: asyncio.Lock | None = None
+
+
+def database_url() -> str:
+    """The URL every part of the UI uses; starts the embedded server when none is configured."""
+    url = os.environ.get("AGENT_MEMORY_DATABASE_URL")
+    if not url:
+        server = asyncio.run(start_embedded_server(get_settings().resolved_home()))
+        url = server.uri
+        os.environ["AGENT_MEMORY_DATABASE_URL"] = url
+    return url
+
+
+async def get_store() -> MemoryStore:
+    """The process's MemoryStore (opened on first use, on Chainlit's event loop)."""
+    global _store, _store_lock
+    if _store is not None:
+        return _store
+    if _store_lock is None:
+        _store_lock = asyncio.Lock()
+    async with _store_lock:
+        if _store is None:
+            _store = await MemoryStore.open(database_url())
+    return _store
+
+
+async def close_store() -> None:
+    global _store
+    if _store is not None:
+        await _store.close()
+        _store = None
+
+
+def model_configured() -> bool:
+    """True when an OpenAI-compatible endpoint is configured (key or base URL)."""
+    return bool(os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))
