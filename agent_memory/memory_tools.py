@@ -39,7 +39,7 @@ from .store import MemoryStore
 from .transforms import apply_transforms, compile_pattern, parse_line_range, split_lines
 from .validation import check_identifier, check_user_id
 
-DEFAULT_MAX_CHARS = 16_000  # about 4k tokens: enough to read, small enough never to flood a context
+DEFAULT_MAX_CHARS = 16_000  # 4k (prose) to 7k (number-dense logs) tokens: readable, never a flood
 HARD_MAX_CHARS = 200_000
 DEFAULT_MAX_STORE_BYTES = 10 * 1024 * 1024  # bigger payloads belong to MemoryContext / the CLI, not a tool call
 MAX_SEARCH_LIMIT = 50
