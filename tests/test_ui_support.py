@@ -1,0 +1,141 @@
+"""Shared pieces of the browser tests (no tests here): a fresh database, the real `agent-memory ui` process.
+
+The app runs exactly as a user starts it (``agent-memory ui --port N``) against its own database on the
+test server, with ``OPENAI_BASE_URL`` pointing at the scripted OpenAI-compatible server. Playwright drives
+Debian's chromium (``/usr/bin/chromium``); without it the browser tests are skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "ui"
+
+requires_chromium = pytest.mark.skipif(
+    not os.path.exists(CHROMIUM),
+    reason=f"browser tests need Debian's chromium at {CHROMIUM} (apt-get install chromium; .ci/run does it)",
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@asynccontextmanager
+async def fresh_database(server_url: str) -> AsyncIterator[str]:
+    """A new, empty database on the test server; dropped afterwards."""
+    name = f"am_ui_{uuid.uuid4().hex[:10]}"
+    conn = await asyncpg.connect(server_url)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    try:
+        yield urlunsplit(urlsplit(server_url)._replace(path=f"/{name}"))
+    finally:
+        conn = await asyncpg.connect(server_url)
+        try:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await conn.close()
+
+
+def cli(*args: str, env: dict[str, str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agent_memory.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+def add_user(name: str, password: str, env: dict[str, str]) -> None:
+    result = cli("user", "add", name, "--password-stdin", env=env, stdin=password + "\n")
+    assert result.returncode == 0, result.stderr
+
+
+@contextmanager
+def running_ui(env: dict[str, str], log_path: Path) -> Iterator[str]:
+    """``agent-memory ui`` on a free port; yields its base URL once ``/health`` answers."""
+    port = free_port()
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agent_memory.cli", "ui", "--port", str(port)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 90
+            while True:  # readiness of another process: poll its health endpoint
+                if proc.poll() is not None:
+                    raise RuntimeError(f"agent-memory ui exited with {proc.returncode}; see {log_path}")
+                try:
+                    with urllib.request.urlopen(base + "/health", timeout=2) as response:
+                        if response.status == 200:
+                            break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"agent-memory ui did not answer within 90 s; see {log_path}")
+                time.sleep(0.2)
+            yield base
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def ui_env(database_url: str, home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AGENT_MEMORY_MODEL"))}
+    env.pop("CHAINLIT_AUTH_SECRET", None)
+    env.update({"AGENT_MEMORY_DATABASE_URL": database_url, "AGENT_MEMORY_HOME": str(home), **extra})
+    return env
+
+
+async def login(page: Any, base: str, name: str, password: str) -> None:
+    await page.goto(base + "/login")
+    await page.fill("#email", name)
+    await page.fill("#password", password)
+    await page.click("button[type=submit]")
+
+
+async def screenshot(page: Any, name: str) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    await page.screenshot(path=str(path))
+    return path
