@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.messages import TextMessage
 from autogen_core import CancellationToken
 from autogen_core.tools import FunctionTool
+from support.scripted_llm import RecordedRequest, Reply, ScriptedLLM
 
 from agent_memory import MemoryStore
 from agent_memory.memory_tools import RetrieveResult, SearchResult, StoreResult
@@ -91,3 +94,37 @@ async def test_invalid_regex_is_a_tool_error(store: MemoryStore, user_id: str) -
     saved = await call(tools["store_memory"], content="x", description="x")
     with pytest.raises(ValueError, match="invalid grep regular expression"):
         await call(tools["retrieve_memory"], key=saved.key, grep="[unclosed")
+
+
+async def test_an_assistant_agent_calls_retrieve_and_the_model_reads_the_rendered_view(
+    store: MemoryStore, user_id: str
+) -> None:
+    log = "".join(f"worker step {i} ok\n" for i in range(1, 20_001)).replace(
+        "worker step 12345 ok\n", "worker step 12345 FATAL quota exceeded on bucket b-77\n"
+    )
+    key = await store.store(log, user_id=user_id, description="worker log", memory_type="command_output")
+
+    def answer(request: RecordedRequest) -> str:
+        tool_results = [m["content"] for m in request.messages if m.get("role") == "tool"]
+        return "Found: " + tool_results[-1].splitlines()[1]
+
+    with ScriptedLLM([Reply.tool_call("retrieve_memory", {"key": key, "grep": "FATAL"}), answer]) as llm:
+        agent = AssistantAgent(
+            "coder", model_client=llm.model_client(), tools=memory_tools(store, user_id), reflect_on_tool_use=True
+        )
+        result = await agent.run(task=TextMessage(content=f"What failed in {key}?", source="user"))
+        assert llm.errors == []
+        first, second = llm.requests
+    assert set(first.tool_names) == {"retrieve_memory", "search_memory", "store_memory", "list_memories"}
+    tool_message = next(m for m in second.messages if m.get("role") == "tool")
+    tokens = (await store.get(key, user_id=user_id)).token_count
+    assert tool_message["content"] == (
+        f"[{key} - worker log - {tokens} tokens, 20000 lines; view: grep='FATAL']\n"
+        "12345:worker step 12345 FATAL quota exceeded on bucket b-77"
+    )
+    assert "worker step 1 ok" not in second.text  # the raw output never reached the model
+    final = result.messages[-1]
+    assert (
+        isinstance(final, TextMessage)
+        and final.content == "Found: 12345:worker step 12345 FATAL quota exceeded on bucket b-77"
+    )
