@@ -54,6 +54,7 @@ from .validation import check_user_id
 
 SERVER_NAME = "agent-memory"
 MAX_LISTED_RESOURCES = 500
+HTTP_MAX_REQUEST_BYTES = 32 * 1024 * 1024
 
 INSTRUCTIONS = (
     "Long-term memory of one user: exact stored texts (command outputs, notes, preferences, facts), each with "
@@ -279,6 +280,9 @@ def create_server(
 
 def create_http_server(store: MemoryStore, *, host: str = "127.0.0.1", port: int = 8000, **settings: Any) -> MemoryMCP:
     """A streamable-HTTP server whose users are those of the bearer tokens in the store's database."""
+    # Room for a 10 MB store_memory call after JSON escaping, so oversize content gets the tool's clear error
+    # rather than the transport's bare 413 (the SDK default is 4 MiB).
+    settings.setdefault("max_request_body_size", HTTP_MAX_REQUEST_BYTES)
     return create_server(
         store, token_verifier=StoreTokenVerifier(TokenManager(store.db)), host=host, port=port, **settings
     )

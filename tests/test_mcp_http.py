@@ -201,6 +201,13 @@ async def test_bad_input_over_http_keeps_the_server_running(server_url: str, tok
         assert (await ok(again, "memory_stats"))["total_memories"] == 0
 
 
+async def test_oversize_content_over_http_is_a_tool_error_not_a_transport_failure(server_url: str, token: str) -> None:
+    async with connect(server_url, token) as session:
+        result = await session.call_tool("store_memory", {"content": "y" * 11_000_000, "description": "too big"})
+        assert "content is 11000000 bytes; this tool stores at most 10485760 bytes" in error_text(result)
+        assert (await ok(session, "memory_stats"))["total_memories"] == 0
+
+
 async def test_autogen_workbench_over_http_with_a_bearer_token(server_url: str, token: str) -> None:
     params = StreamableHttpServerParams(url=server_url, headers={"Authorization": f"Bearer {token}"})
     async with McpWorkbench(params) as wb:
