@@ -41,6 +41,13 @@ def parse_duration(value: str) -> timedelta:
     return timedelta(**{unit: int(match[1])})
 
 
+def _user(args: argparse.Namespace, cli: Cli) -> str:
+    try:
+        return cli.user()
+    except Exception as exc:  # cli.UsageError, seen as a foreign class under `python -m agent_memory.cli`
+        raise UsageError(str(exc)) from None
+
+
 def _when(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M") if value else "-"
 
@@ -68,7 +75,7 @@ async def cmd_mcp(args: argparse.Namespace, cli: Cli) -> int:
         host, port = parse_host_port(args.http)
         await serve_http(await cli.store(), host, port, log_level=args.log_level.lower())
         return EXIT_OK
-    user = cli.user()
+    user = _user(args, cli)
     server = create_server(await cli.store(), user_id=user, log_level=args.log_level)
     await server.run_stdio_async()
     return EXIT_OK
@@ -77,7 +84,7 @@ async def cmd_mcp(args: argparse.Namespace, cli: Cli) -> int:
 async def cmd_token_create(args: argparse.Namespace, cli: Cli) -> int:
     expires = parse_duration(args.expires) if args.expires else None
     tokens = TokenManager((await cli.store()).db)
-    created = await tokens.create(cli.user(), name=args.name or "", expires_in=expires)
+    created = await tokens.create(_user(args, cli), name=args.name or "", expires_in=expires)
     cli.emit(
         {"token": created.token, **_token_json(created.info)},
         f"{created.token}\n\n"
