@@ -114,12 +114,15 @@ async def cmd_ui(args: argparse.Namespace, cli: Cli) -> int:
     settings = get_settings()
     store = await cli.store()  # starts the embedded server when no URL is configured, applies the schema
     db = store.db
-    if await UserAccounts(db).count_logins() == 0 and not os.environ.get("AGENT_MEMORY_UI_HEADER_AUTH"):
-        cli.error(
-            "no user can log in yet. Create one first:\n\n    agent-memory user add YOUR_NAME\n\n"
-            "then run `agent-memory ui` again."
-        )
-        return EXIT_USAGE
+    accounts = UserAccounts(db)
+    if await accounts.count_logins() == 0 and not os.environ.get("AGENT_MEMORY_UI_HEADER_AUTH"):
+        if not sys.stdin.isatty():
+            cli.error(
+                "no user can log in yet. Create one first:\n\n    agent-memory user add YOUR_NAME\n\n"
+                "then run `agent-memory ui` again."
+            )
+            return EXIT_USAGE
+        await _create_first_login(accounts)
     env: dict[str, str] = {
         **os.environ,
         "AGENT_MEMORY_DATABASE_URL": db.url,
@@ -139,6 +142,17 @@ async def cmd_ui(args: argparse.Namespace, cli: Cli) -> int:
     # The embedded server stays up while this process lives; the child only connects to it.
     await db.close()
     return await _run_child(command, env)
+
+
+async def _create_first_login(accounts: UserAccounts) -> None:
+    """Interactive first run: nobody can log in yet, so ask for a name and a password (there is no default)."""
+    default = os.environ.get("AGENT_MEMORY_USER") or getpass.getuser() or "me"
+    print("No user can log in to the UI yet; let's create the first login.")
+    name = (await asyncio.to_thread(input, f"User name [{default}]: ")).strip() or default
+    args = argparse.Namespace(name=name, password_stdin=False)
+    password = await asyncio.to_thread(_read_password, args)
+    await accounts.add(name, password)
+    print(f"user {name} created (more: agent-memory user add NAME)")
 
 
 async def _run_child(command: list[str], env: dict[str, str]) -> int:
