@@ -30,6 +30,10 @@ from .memory_tools import (
 )
 from .store import MemoryStore
 
+MEMORY_TOOL_NAMES = frozenset({"retrieve_memory", "search_memory", "store_memory", "list_memories"})
+"""Names of these tools. Their results are already views of the store (capped, with a "how to read on" hint):
+a MemoryContext should not offload them again, or it stores duplicates and hides what the model asked for."""
+
 RETRIEVE_DESCRIPTION = (
     "Read stored content by its memory key (the <key> in [MemoryRef: <key> - <description> - <N> tokens]). "
     "Prefer a view over the full text: grep='regex' returns matching lines as 'N:line' (context=K adds K "

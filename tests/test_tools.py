@@ -13,7 +13,7 @@ from support.scripted_llm import RecordedRequest, Reply, ScriptedLLM
 
 from agent_memory import MemoryStore
 from agent_memory.memory_tools import RetrieveResult, SearchResult, StoreResult
-from agent_memory.tools import memory_tools
+from agent_memory.tools import MEMORY_TOOL_NAMES, memory_tools
 
 
 def by_name(tools: list[FunctionTool]) -> dict[str, FunctionTool]:
@@ -26,7 +26,7 @@ async def call(tool: FunctionTool, **args: Any) -> Any:
 
 def test_tools_have_names_descriptions_and_typed_schemas(store: MemoryStore, user_id: str) -> None:
     tools = by_name(memory_tools(store, user_id))
-    assert set(tools) == {"retrieve_memory", "search_memory", "store_memory", "list_memories"}
+    assert set(tools) == {"retrieve_memory", "search_memory", "store_memory", "list_memories"} == MEMORY_TOOL_NAMES
     retrieve = tools["retrieve_memory"].schema
     assert "MemoryRef" in retrieve.get("description", "")
     params = retrieve.get("parameters", {})
