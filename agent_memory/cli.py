@@ -37,6 +37,7 @@ COMMAND_PROVIDERS: list[str] = [
     "agent_memory.cli_mcp:register",
     "agent_memory.cli_ui:register",
     "agent_memory.cli_reindex:register",
+    "agent_memory.cli_skills:register",
 ]
 
 Handler = Callable[[argparse.Namespace, "Cli"], Awaitable[int]]

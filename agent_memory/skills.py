@@ -34,6 +34,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import hashlib
 import json
@@ -956,15 +957,15 @@ class ProceduralMemory:
         from .skills_md import write_skill_folder
 
         skills = [await self.get_skill(n) for n in names] if names else await self.list_skills()
-        return [write_skill_folder(Path(directory), s) for s in skills]
+        return [await asyncio.to_thread(write_skill_folder, Path(directory), s) for s in skills]
 
     async def import_skills(self, path: Path | str) -> list[RegisterResult]:
         """Register every SKILL.md folder under ``path`` (a skill folder or a folder of them) for this agent."""
         from .skills_md import find_skill_folders, read_skill_folder
 
         results = []
-        for folder in find_skill_folders(Path(path)):
-            draft = read_skill_folder(folder)
+        for folder in await asyncio.to_thread(find_skill_folders, Path(path)):
+            draft = await asyncio.to_thread(read_skill_folder, folder)
             results.append(await self.register_draft(draft.model_copy(update={"source": "import"})))
         return results
 
