@@ -62,7 +62,14 @@ _RESULT_COLUMNS = (
 )
 
 # $1 user identifier, $2 query text, $3 candidates per ranker, $4 memory_type (NULL = any)
-_USR = """usr AS (SELECT id FROM "User" WHERE identifier = $1)"""
+_USR = """usr AS (SELECT id FROM "User" WHERE identifier = $1 AND $2::text IS NOT NULL AND $6::text IS NOT NULL),
+neg AS (
+    -- words the query excludes with websearch syntax (-word): no ranker may return a row containing them
+    SELECT CASE WHEN $5::text = '' OR numnode(plainto_tsquery('english', $5)) = 0 THEN NULL
+                ELSE to_tsquery('simple', array_to_string(ARRAY(
+                    SELECT quote_literal(x) FROM unnest(tsvector_to_array(to_tsvector('english', $5))) x), ' | '))
+           END AS tsq
+)"""
 
 _FTS = """
 q AS (
@@ -70,7 +77,7 @@ q AS (
            CASE WHEN cardinality(lex) = 0 THEN NULL ELSE to_tsquery('simple', array_to_string(ARRAY(
                SELECT quote_literal(x) || CASE WHEN x ~ '[0-9]' AND length(x) >= 5 THEN ':*' ELSE '' END
                FROM unnest(lex) x), ' | ')) END AS tsq_or,
-           websearch_to_tsquery('english', $2) AS tsq_web
+           websearch_to_tsquery('english', $6) AS tsq_web
     FROM (SELECT tsvector_to_array(to_tsvector('english', $2)) AS lex) s
 ),
 fts_hits AS (
@@ -106,19 +113,19 @@ trg AS (
     ) t
 )"""
 
-# $5 query vector (text), $6 similarity floor, $7 similarity ceiling; {dim} and {model} are inlined so the
+# $7 query vector (text), $8 similarity floor, $9 similarity ceiling; {dim} and {model} are inlined so the
 # planner can use the partial HNSW index of that vector space.
 _DENSE = """
 dense_raw AS (
-    SELECT e.memory_id AS id, (e.embedding::vector({dim}) <=> $5::vector({dim}))::float8 AS dist
+    SELECT e.memory_id AS id, (e.embedding::vector({dim}) <=> $7::vector({dim}))::float8 AS dist
     FROM agent_memory_embeddings e
     WHERE e.user_id = (SELECT id FROM usr) AND e.model = {model}
-    ORDER BY e.embedding::vector({dim}) <=> $5::vector({dim})
+    ORDER BY e.embedding::vector({dim}) <=> $7::vector({dim})
     LIMIT CASE WHEN $4::text IS NULL THEN $3 ELSE $3 * 4 END
 ),
 dense AS (
     SELECT d.id, row_number() OVER (ORDER BY d.dist) AS rnk,
-           greatest(0.0, least(1.0, ((1.0 - d.dist) - $6) / greatest($7 - $6, 1e-6))) AS evidence,
+           greatest(0.0, least(1.0, ((1.0 - d.dist) - $8) / greatest($9 - $8, 1e-6))) AS evidence,
            1.0 - d.dist AS cosine
     FROM dense_raw d JOIN agent_memories m ON m.id = d.id
     WHERE m.is_active AND ($4::text IS NULL OR m.memory_type = $4)
@@ -153,7 +160,8 @@ fused AS (
 )
 SELECT {_RESULT_COLUMNS}, left(m.content, 300) AS snippet,
        f.score::float8 AS score, f.rrf::float8 AS rrf, f.why
-FROM fused f JOIN agent_memories m ON m.id = f.id
+FROM fused f JOIN agent_memories m ON m.id = f.id, neg
+WHERE neg.tsq IS NULL OR NOT (m.search_vector @@ neg.tsq)
 ORDER BY f.score DESC, m.created_at DESC
 """
 
@@ -210,7 +218,9 @@ async def hybrid_search(
         if not rankers:
             return []
     sql = search_sql(rankers, dense_space)
-    args: list[Any] = [user_id, query, opts.candidates, memory_type]
+    args: list[Any] = [
+        user_id, query, opts.candidates, memory_type, " ".join(negated_words(query)), websearch_text(query)
+    ]  # fmt: skip
     if dense_space is not None and embeddings is not None and vector is not None:
         emb = embeddings.embedder
         args += [vector_literal(vector), float(emb.similarity_floor), float(emb.similarity_ceiling)]
@@ -230,6 +240,21 @@ async def hybrid_search(
     if opts.mmr is not None:
         rows = mmr_rerank(rows, limit, opts.mmr)
     return rows[:limit]
+
+
+# "-word" excludes a word (websearch syntax), but short dashed tokens are command flags: "df -h", "ls -la".
+_NEGATION_RE = re.compile(r'"[^"]*"|(?:^|\s)-([A-Za-z][\w.\-]{3,})')
+_FLAG_RE = re.compile(r"(^|\s)(?:--|-(?=\w[\w\-]{0,2}(?:\s|$)))")
+
+
+def negated_words(query: str) -> list[str]:
+    """Words excluded with websearch syntax: ``nginx -timeout`` -> ``['timeout']`` (not flags, not in quotes)."""
+    return [m[1] for m in _NEGATION_RE.finditer(query) if m[1]]
+
+
+def websearch_text(query: str) -> str:
+    """The query for ``websearch_to_tsquery`` with short command flags kept as words (``df -h`` -> ``df h``)."""
+    return _FLAG_RE.sub(r"\1", query)
 
 
 # --------------------------------------------------------------------------------------------- stale facts
