@@ -26,7 +26,9 @@ import asyncio
 import json
 import logging
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from autogen_core.models import ChatCompletionClient, SystemMessage, UserMessage
@@ -38,11 +40,12 @@ log = logging.getLogger(__name__)
 EXCERPT_LINE_CHARS = 200  # one pathological line (minified JSON) must not eat the excerpt
 _SCAN_CHARS = 4_000_000  # error-line scan limit: a 20 MB log still compacts in milliseconds
 
-_ERROR_RE = re.compile(
-    r"\b(error|errors|exception|traceback|fatal|failed|failure|panic|warning|warn|denied|refused|"
-    r"timeout|timed out|segmentation fault|critical|not found|cannot|could not)\b|\b[EW]\d{3,5}\b",
-    re.IGNORECASE,
-)
+_ERROR_WORDS = (
+    "error", "exception", "traceback", "fatal", "fail", "panic", "warn", "denied", "refused", "timeout",
+    "timed out", "segmentation fault", "critical", "not found", "cannot", "could not",
+)  # fmt: skip
+_ERROR_CODE_RE = re.compile(r"\b[EW]\d{3,5}\b")
+_ERROR_RE = re.compile("|".join(re.escape(w) for w in _ERROR_WORDS) + r"|\b[EW]\d{3,5}\b", re.IGNORECASE)
 _EXIT_RE = re.compile(
     r"\bexit(?:ed)?(?:\s+with)?\s+(?:code|status)\s*[:=]?\s*(-?\d+)"
     r"|returned non-zero exit status\s+(-?\d+)"
@@ -62,8 +65,57 @@ _STOP_IDENTS = frozenset({"e.g", "i.e", "etc.", "vs.", "a.m", "p.m"})
 MAX_SALIENT = 300
 
 
-def split_lines(text: str) -> list[str]:
-    return text.splitlines()
+@dataclass(frozen=True)
+class TextFacts:
+    """What the deterministic compaction needs to know about a text, computed in one pass."""
+
+    lines: list[str]
+    """Lines split on ``\\n`` (a trailing newline does not make an extra empty line)."""
+    errors: list[int]
+    """0-based indices of lines that mention errors or warnings (within the first few MB)."""
+    status: str | None
+    """The last exit status the text reports."""
+
+
+def _error_lines(text: str, line_starts: list[int], per_side: int = 200) -> list[int]:
+    """Indices of lines with an error/warning word or code, C-speed substring scans instead of a regex per
+    line. Excerpts show the first and last few such lines only, so each word is searched for at most
+    ``per_side`` lines from the start and from the end."""
+    scanned = text[:_SCAN_CHARS]
+    lower = scanned.lower()
+    hits: set[int] = set()
+    n = len(line_starts)
+    for word in _ERROR_WORDS:
+        pos, found = lower.find(word), 0
+        while pos != -1 and found < per_side:
+            line = bisect_right(line_starts, pos) - 1
+            hits.add(line)
+            found += 1
+            pos = lower.find(word, line_starts[line + 1] if line + 1 < n else len(lower))
+        pos, found = lower.rfind(word), 0
+        while pos != -1 and found < per_side:
+            line = bisect_right(line_starts, pos) - 1
+            hits.add(line)
+            found += 1
+            pos = lower.rfind(word, 0, line_starts[line]) if line_starts[line] > 0 else -1
+    for count, match in enumerate(_ERROR_CODE_RE.finditer(scanned)):
+        hits.add(bisect_right(line_starts, match.start()) - 1)
+        if count >= 4 * per_side:
+            break
+    return sorted(hits)
+
+
+def analyze(text: str) -> TextFacts:
+    """Lines, error/warning lines and exit status of ``text`` (one pass; ~ms for 100 KB)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "" and len(lines) > 1:
+        lines.pop()
+    starts = [0]
+    offset = 0
+    for line in lines[:-1]:
+        offset += len(line) + 1
+        starts.append(offset)
+    return TextFacts(lines=lines, errors=_error_lines(text, starts), status=exit_status(text))
 
 
 def first_meaningful_line(text: str) -> str:
@@ -77,9 +129,8 @@ def first_meaningful_line(text: str) -> str:
 
 def exit_status(text: str) -> str | None:
     """The last exit status the text reports (``exit code: 1``, ``returned non-zero exit status 2``)."""
-    tail = text[-20_000:]
     found: str | None = None
-    for match in _EXIT_RE.finditer(tail):
+    for match in _EXIT_RE.finditer(text[-4096:]):  # statuses are printed at the end
         found = next(g for g in match.groups() if g is not None)
     return found
 
@@ -106,10 +157,11 @@ def describe(
     arguments: Mapping[str, Any] | str | None = None,
     tokens: int | None = None,
     kind: str | None = None,
+    facts: TextFacts | None = None,
 ) -> str:
-    """Deterministic one-line description: ``tool(args): first line (N lines, T tokens)``."""
+    """Deterministic one-line description: ``tool(args): first line (N lines, T tokens) exit S``."""
     head = first_meaningful_line(text)
-    n_lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+    n_lines = len(facts.lines) if facts else text.count("\n") + (0 if text.endswith("\n") or not text else 1)
     size = f"{n_lines} lines" + (f", {tokens} tokens" if tokens is not None else "")
     label = ""
     if tool_name:
@@ -117,41 +169,46 @@ def describe(
         label = f"{tool_name}({args})" if args else tool_name
     elif kind:
         label = kind
-    status = exit_status(text)
+    status = facts.status if facts else exit_status(text)
     status_text = f" exit {status}" if status is not None else ""
     prefix = f"{label}: " if label else ""
-    return f"{prefix}{head[:80]} ({size}){status_text}".strip()
+    if head and label and _normalise(head).strip("$> ") in _normalise(label):
+        head = ""  # the first line only echoes the command already named by the label
+    shown = f"{head[:80]} " if head else ""
+    return f"{prefix}{shown}({size}){status_text}".strip()
+
+
+def _normalise(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", " ", text.lower()).strip()
 
 
 def excerpt(
-    text: str, *, max_tokens: int = 150, head_lines: int = 3, tail_lines: int = 3, max_error_lines: int = 6
+    text: str,
+    *,
+    max_tokens: int = 150,
+    head_lines: int = 3,
+    tail_lines: int = 3,
+    max_error_lines: int = 6,
+    facts: TextFacts | None = None,
 ) -> str:
     """A short view of ``text`` within ``max_tokens``: first and last lines, error/warning lines, exit status.
 
     Omitted spans are marked ``… [N lines omitted] …``; error lines carry their 1-based line number so
-    the model can ask for the surrounding lines (``retrieve_memory(key, lines="120-160")``).
+    the model can ask for the surrounding lines (``retrieve_memory(key, lines="120-160")``). Pass ``facts``
+    (from :func:`analyze`) to reuse one analysis for several excerpts of the same text.
     """
     if max_tokens <= 0:
         return ""
     # Short enough already (a token is at least one byte, so small texts skip the count).
     if len(text) <= max_tokens * 8 and count_tokens(text) <= max_tokens:
         return text.rstrip("\n")
-    lines = text.splitlines()
-    errors: list[int] = []
-    scanned = 0
-    for i, line in enumerate(lines):
-        scanned += len(line)
-        if scanned > _SCAN_CHARS:
-            break
-        if _ERROR_RE.search(line):
-            errors.append(i)
-    status = exit_status(text)
+    facts = facts or analyze(text)
     # Scale the head/tail with the budget (a first-use view of thousands of tokens shows much more), then
     # shrink until it fits: fewer head/tail lines first, then fewer error lines, then shorter lines.
     scale = max(1, max_tokens // 150)
     h, t, e, clip = head_lines * scale, tail_lines * scale, max_error_lines * scale, EXCERPT_LINE_CHARS
     while True:
-        result = _assemble_excerpt(lines, errors, status, h, t, e, clip)
+        result = _assemble_excerpt(facts.lines, facts.errors, facts.status, h, t, e, clip)
         if count_tokens(result) <= max_tokens:
             return result
         if h > 1 or t > 1:

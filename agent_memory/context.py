@@ -52,14 +52,14 @@ from autogen_core.models import (
 from pydantic import BaseModel, Field
 
 from .compaction import (
+    analyze,
     describe,
     excerpt,
     llm_description,
     llm_select_keys,
     message_identifiers,
-    salient_identifiers,
 )
-from .context_budget import Unit, assemble, message_tokens
+from .context_budget import Unit, build, message_tokens, plan
 from .context_state import (
     ContextEntry,
     ContextState,
@@ -240,6 +240,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         self._lock = asyncio.Lock()
         self._state = ContextState(entries=[ContextEntry(message=m) for m in initial_messages or []])
         self._dirty = False  # state changed but not yet saved (database was unreachable)
+        self._view: list[LLMMessage] | None = None  # get_messages() result until the next change
 
     # ------------------------------------------------------------------ properties
 
@@ -310,6 +311,9 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
                 self._advance_first_use_window()
             if isinstance(message, UserMessage):
                 await self._recall_for(_text_of(message), entry)
+            self._view = None
+            if self._config.token_budget is not None:
+                await self._archive_dropped_spans()
             await self._autosave()
 
     async def get_messages(self) -> list[LLMMessage]:
@@ -320,15 +324,18 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         if self.pending_count or self._dirty:
             async with self._lock:
                 await self._flush_locked()
-        if self._config.token_budget is None and not self._state.user_layer:
-            return [self._render(e)[0] for e in self._state.entries]
-        return assemble(self._units(), self._config.token_budget, note_tokens=message_tokens)
+        if self._view is None:
+            units = self._units()
+            budget = self._config.token_budget
+            self._view = [m for u in units for m in u.messages] if budget is None else build(units, plan(units, budget))
+        return list(self._view)
 
     async def clear(self) -> None:
         """Forget the conversation (the stored memories stay in the store)."""
         async with self._lock:
             self._state = ContextState()
             self._messages = []
+            self._view = None
             await self._autosave()
 
     async def save_state(self) -> Mapping[str, Any]:
@@ -339,6 +346,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         """Restore a state from :meth:`save_state` (or AutoGen's ``{"messages": [...]}`` context state)."""
         async with self._lock:
             self._state = self._parse_state(state)
+            self._view = None
             await self._autosave()
 
     @staticmethod
@@ -399,6 +407,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
             return False
         async with self._lock:
             self._state = self._parse_state(raw)
+            self._view = None
             self._dirty = False
         return True
 
@@ -449,6 +458,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
                     return
                 part.pending_content = None
                 entry.invalidate()
+                self._view = None
                 changed = True
         if changed or self._dirty:
             self._dirty = True
@@ -539,8 +549,10 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
             tokens = count_tokens(text)
         if tokens <= threshold:
             return None
+        facts = analyze(text)  # one pass shared by the description and both excerpts
         args_for_description = arguments if isinstance(arguments, (dict, str)) else None
-        description = describe(text, tool_name=tool_name, arguments=args_for_description, tokens=tokens, kind=kind)
+        # No token count in the description: the placeholder carries it.
+        description = describe(text, tool_name=tool_name, arguments=args_for_description, kind=kind, facts=facts)
         if self._model_client is not None and self._config.llm_descriptions:
             description = await llm_description(
                 self._model_client,
@@ -564,12 +576,17 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
             slot=slot,
             tokens=tokens,
             description=description,
-            excerpt=excerpt(text, max_tokens=self._config.excerpt_max_tokens),
+            excerpt=excerpt(text, max_tokens=self._config.excerpt_max_tokens, facts=facts),
             memory_type=memory_type,
             metadata=meta,
-            first_use=(text if fits else excerpt(text, max_tokens=first_use_cap)) if first_use_cap > 0 else None,
+            first_use=(text if fits else excerpt(text, max_tokens=first_use_cap, facts=facts))
+            if first_use_cap > 0
+            else None,
             first_use_is_full=fits and first_use_cap > 0,
-            identifiers=sorted(salient_identifiers(text)),
+            # Cheap local identifiers; the content itself is matched in SQL when a user message arrives.
+            identifiers=sorted(
+                message_identifiers(f"{description}\n{json.dumps(arguments, default=str) if arguments else ''}")
+            ),
         )
         try:
             part.key = await self._store_part(text, part)
@@ -619,8 +636,8 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
                 f"{ref} (too big to show in full: excerpt below; retrieve_memory with lines=, grep=, head= or "
                 f"tail= reads any part)\n{part.first_use}"
             )
-        hint = "(excerpt; retrieve_memory(key, lines=/grep=/head=/tail=) returns the exact content)"
-        return f"{ref}\n{part.excerpt}\n{hint}" if part.excerpt else f"{ref} {hint}"
+        # Compact form: the placeholder says how big the stored item is; the excerpt marks omitted lines.
+        return f"{ref}\n{part.excerpt}" if part.excerpt else ref
 
     def _render_message(self, entry: ContextEntry, compact: bool) -> LLMMessage:
         msg = entry.message
@@ -663,14 +680,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         if self._state.user_layer is not None:
             layer = self._state.user_layer
             units.append(Unit(messages=[layer], tokens=message_tokens(layer), pinned=True))
-        while i < len(entries):
-            group = [entries[i]]
-            msg = entries[i].message
-            i += 1
-            if isinstance(msg, AssistantMessage) and isinstance(msg.content, list):
-                while i < len(entries) and isinstance(entries[i].message, FunctionExecutionResultMessage):
-                    group.append(entries[i])
-                    i += 1
+        for group in self._entry_groups():
             rendered = [self._render(e) for e in group]
             units.append(
                 Unit(
@@ -679,9 +689,72 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
                     compact=[r[2] for r in rendered],
                     compact_tokens=sum(r[3] for r in rendered),
                     keys=[p.key for e in group for p in e.parts if p.key],
+                    archive_keys=[e.archive_key for e in group if e.archive_key],
                 )
             )
         return units
+
+    # ------------------------------------------------------------------ dropped spans
+
+    async def _archive_dropped_spans(self) -> None:
+        """Store the text of messages the budget now drops, so nothing leaves the context unrecoverable.
+
+        Offloaded pieces are already in the store; this keeps the rest (small user requests, short tool
+        results, answers) as one ``conversation`` memory per newly dropped span, named by the omitted note.
+        """
+        budget = self._config.token_budget
+        if budget is None:
+            return
+        units = self._units()
+        dropped = plan(units, budget).dropped
+        if not dropped:
+            return
+        # Map units back to entries: pinned units come first and are never dropped.
+        entry_groups = self._entry_groups()
+        offset = len(units) - len(entry_groups)
+        span = [e for d in dropped for e in entry_groups[d - offset] if e.kind == "message" and e.archive_key is None]
+        if not span:
+            return
+        transcript = "\n".join(_transcript_line(self._render(e)[2]) for e in span)
+        first_user = next((_text_of(e.message) for e in span if isinstance(e.message, UserMessage)), "")
+        description = f"conversation span of {len(span)} message(s) omitted from the context"
+        if first_user.strip():
+            description += f", starting: {' '.join(first_user.split())[:60]}"
+        try:
+            store = await self.get_store()
+            key = await store.store(
+                transcript,
+                user_id=self.user_id,
+                description=description,
+                memory_type="conversation",
+                agent_id=self.agent_id,
+                thread_id=self.thread_id,
+                metadata={"message_count": len(span), "offloaded_by": "MemoryContext"},
+            )
+        except DB_UNAVAILABLE_ERRORS as exc:
+            log.info("dropped span not archived yet (%s); will retry", exc)
+            return
+        for e in span:
+            e.archive_key = key
+        self._view = None
+
+    def _entry_groups(self) -> list[list[ContextEntry]]:
+        """Entries grouped exactly as :meth:`_units` groups them (excluding pinned units)."""
+        entries = self._state.entries
+        i = 0
+        while i < len(entries) and isinstance(entries[i].message, SystemMessage) and entries[i].kind == "message":
+            i += 1
+        groups: list[list[ContextEntry]] = []
+        while i < len(entries):
+            group = [entries[i]]
+            msg = entries[i].message
+            i += 1
+            if isinstance(msg, AssistantMessage) and isinstance(msg.content, list):
+                while i < len(entries) and isinstance(entries[i].message, FunctionExecutionResultMessage):
+                    group.append(entries[i])
+                    i += 1
+            groups.append(group)
+        return groups
 
     # ------------------------------------------------------------------ user layer and recall
 
@@ -737,19 +810,40 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
             if p.key is not None
         ]
 
-    def _select_for_expansion(self, text: str, candidates: list[OffloadedPart]) -> list[tuple[OffloadedPart, set[str]]]:
+    async def _content_matches(self, idents: set[str], candidates: list[OffloadedPart]) -> dict[str, set[str]]:
+        """Which of the message's identifiers occur in each candidate's stored content (one query, user-scoped)."""
+        if not idents or not candidates:
+            return {}
+        wanted = sorted(idents, key=len, reverse=True)[:20]
+        keys = [p.key for p in candidates[-50:] if p.key]
+        try:
+            store = await self.get_store()
+            rows = await store.db.pool.fetch(
+                """SELECT m.memory_key,
+                          ARRAY(SELECT i FROM unnest($3::text[]) AS i
+                                WHERE strpos(lower(left(m.content, 2000000)), i) > 0) AS hits
+                   FROM agent_memories m JOIN "User" u ON u.id = m.user_id
+                   WHERE u.identifier = $1 AND m.memory_key = ANY($2::text[]) AND m.is_active""",
+                self.user_id,
+                keys,
+                wanted,
+            )
+        except DB_UNAVAILABLE_ERRORS as exc:
+            log.info("content match for expansion skipped (%s)", exc)
+            return {}
+        return {r["memory_key"]: set(r["hits"]) for r in rows if r["hits"]}
+
+    async def _select_for_expansion(
+        self, text: str, candidates: list[OffloadedPart]
+    ) -> list[tuple[OffloadedPart, set[str]]]:
         """Deterministic relevance: shared identifiers (file names, error codes, keys) or "the log"."""
         idents = message_identifiers(text)
         lowered = text.lower()
+        in_content = await self._content_matches(idents, candidates)
         scored: list[tuple[int, int, OffloadedPart, set[str]]] = []
         for order, part in enumerate(candidates):
             assert part.key is not None
-            known = set(part.identifiers)
-            known |= message_identifiers(part.description)
-            args = part.metadata.get("arguments")
-            if args is not None:
-                known |= message_identifiers(json.dumps(args, ensure_ascii=False, default=str))
-            matched = idents & known
+            matched = (idents & set(part.identifiers)) | in_content.get(part.key, set())
             score = 3 * len(matched)
             if part.key.lower() in lowered:
                 score += 10  # the user names our own key (a foreign key is never a candidate)
@@ -768,6 +862,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         candidates = self._candidates(entry)
         chosen: list[tuple[OffloadedPart, set[str]]] = []
         if candidates:
+            keys: list[str] | None = None
             if self._model_client is not None and self._config.llm_judge:
                 keys = await llm_select_keys(
                     self._model_client,
@@ -775,14 +870,13 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
                     [(p.key or "", p.description) for p in candidates[-30:]],
                     timeout_seconds=self._config.llm_timeout_seconds,
                 )
-                if keys is not None:
-                    by_key = {p.key: p for p in candidates}
-                    idents = message_identifiers(text)
-                    chosen = [(by_key[k], idents & set(by_key[k].identifiers)) for k in keys[:MAX_EXPANSIONS_PER_TURN]]
-                else:
-                    chosen = self._select_for_expansion(text, candidates)
+            if keys is not None:
+                by_key = {p.key: p for p in candidates}
+                picked = [by_key[k] for k in keys[:MAX_EXPANSIONS_PER_TURN]]
+                hits = await self._content_matches(message_identifiers(text), picked)
+                chosen = [(p, hits.get(p.key or "", set())) for p in picked]
             else:
-                chosen = self._select_for_expansion(text, candidates)
+                chosen = await self._select_for_expansion(text, candidates)
         for part, matched in chosen:
             if not part.compacted and part.first_use_is_full:
                 continue  # already visible in full
@@ -908,6 +1002,22 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
             database_url=config.database_url,
             initial_messages=config.initial_messages,
         )
+
+
+def _transcript_line(message: LLMMessage) -> str:
+    """One message as plain text for a stored conversation span."""
+    if isinstance(message, SystemMessage):
+        return f"[system]: {message.content}"
+    if isinstance(message, UserMessage):
+        return f"[user {message.source}]: {_text_of(message)}"
+    if isinstance(message, AssistantMessage):
+        if isinstance(message.content, str):
+            return f"[assistant {message.source}]: {message.content}"
+        calls = "; ".join(f"{c.name}({c.arguments}) id={c.id}" for c in message.content)
+        return f"[assistant {message.source} calls]: {calls}"
+    return "\n".join(
+        f"[tool result {r.name} id={r.call_id}{' error' if r.is_error else ''}]: {r.content}" for r in message.content
+    )
 
 
 def placeholders_in(messages: Sequence[LLMMessage]) -> list[str]:

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from autogen_core import Image
 from autogen_core.models import (
     AssistantMessage,
-    FunctionExecutionResultMessage,
     LLMMessage,
     SystemMessage,
     UserMessage,
@@ -58,12 +57,14 @@ def message_tokens(message: LLMMessage, model: str | None = None) -> int:
             total += text_tokens(message.content, model)
         else:
             for call in message.content:
-                total += CALL_OVERHEAD + text_tokens(call.name, model) + text_tokens(call.arguments, model)
+                total += 2 * CALL_OVERHEAD + text_tokens(call.id, model)
+                total += text_tokens(call.name, model) + text_tokens(call.arguments, model)
         if message.thought:
             total += text_tokens(message.thought, model)
+        total += text_tokens(message.source, model)
     else:
         for result in message.content:
-            total += CALL_OVERHEAD + text_tokens(result.content, model)
+            total += CALL_OVERHEAD + text_tokens(result.content, model) + text_tokens(result.call_id, model)
     return total
 
 
@@ -72,7 +73,8 @@ class Unit:
     """Messages that must stay together (a function call and its results), with their rendering options.
 
     ``compact`` is an alternative rendering (first-use views replaced by compact forms) used under budget
-    pressure; ``keys`` are the memory keys the unit's placeholders refer to (for the dropped-span note).
+    pressure; ``keys`` are the memory keys the unit's placeholders refer to and ``archive_keys`` the stored
+    transcripts that hold the unit's own text, both named by the note that replaces a dropped span.
     """
 
     messages: list[LLMMessage]
@@ -80,51 +82,42 @@ class Unit:
     compact: list[LLMMessage] | None = None
     compact_tokens: int | None = None
     keys: list[str] = field(default_factory=list)
+    archive_keys: list[str] = field(default_factory=list)
     pinned: bool = False
 
 
-def group_units(messages: Sequence[LLMMessage]) -> list[list[int]]:
-    """Indices of ``messages`` grouped so an assistant function-call message and the result messages that
-    follow it form one group; every other message is its own group."""
-    groups: list[list[int]] = []
-    i = 0
-    while i < len(messages):
-        group = [i]
-        msg = messages[i]
-        if isinstance(msg, AssistantMessage) and isinstance(msg.content, list):
-            j = i + 1
-            while j < len(messages) and isinstance(messages[j], FunctionExecutionResultMessage):
-                group.append(j)
-                j += 1
-            i = j
-        else:
-            i += 1
-        groups.append(group)
-    return groups
+@dataclass
+class Plan:
+    """Which units are shown compacted and which are dropped (oldest first)."""
+
+    use_compact: list[bool]
+    dropped: list[int]
 
 
-def omitted_note(n_messages: int, keys: Sequence[str]) -> SystemMessage:
+def omitted_note(n_messages: int, keys: Sequence[str], archive_keys: Sequence[str] = ()) -> SystemMessage:
     text = f"[Earlier conversation omitted to fit the context budget: {n_messages} message(s)."
+    if archive_keys:
+        text += f" Their full text is stored as {', '.join(dict.fromkeys(archive_keys))}."
+    keys = list(dict.fromkeys(keys))
     if keys:
         shown = ", ".join(keys[:50])
         more = f" and {len(keys) - 50} more" if len(keys) > 50 else ""
-        text += f" They referred to stored memories {shown}{more}; use retrieve_memory(key) to read them."
+        text += f" They referred to stored memories {shown}{more}."
+    if keys or archive_keys:
+        text += " Use retrieve_memory(key) to read any of them."
     return SystemMessage(content=text + "]")
 
 
-def assemble(
-    units: list[Unit],
-    budget: int | None,
-    *,
-    note_tokens: Callable[[SystemMessage], int] = message_tokens,
-) -> list[LLMMessage]:
-    """Messages of ``units`` within ``budget`` tokens (see the module docstring for the rules).
+def _note_for(units: Sequence[Unit], dropped: Sequence[int]) -> SystemMessage:
+    return omitted_note(
+        sum(len(units[d].messages) for d in dropped),
+        [k for d in dropped for k in units[d].keys],
+        [k for d in dropped for k in units[d].archive_keys],
+    )
 
-    The newest unit is always kept, even when it alone exceeds the budget (the caller's caps keep that
-    rare); pinned units (leading system messages, the user layer) are always kept.
-    """
-    if budget is None:
-        return [m for u in units for m in u.messages]
+
+def plan(units: Sequence[Unit], budget: int, *, note_tokens: Callable[[SystemMessage], int] = message_tokens) -> Plan:
+    """Decide compaction and dropping for ``budget`` (see the module docstring for the rules)."""
     use_compact = [False] * len(units)
 
     def size(i: int) -> int:
@@ -140,32 +133,54 @@ def assemble(
         if u.compact is not None and u.compact_tokens is not None and u.compact_tokens < u.tokens:
             use_compact[i] = True
             total -= u.tokens - u.compact_tokens
-    # 2. Drop the oldest droppable units; one note stands for the whole dropped span.
+    # 2. Drop the oldest droppable units; one note stands for the whole dropped span. The note's size is
+    #    estimated generously while dropping and checked exactly at the end.
     dropped: list[int] = []
     droppable = [i for i in range(len(units) - 1) if not units[i].pinned]
-    note: SystemMessage | None = None
-    note_cost = 0
+    n_keys = 0
     for i in droppable:
-        if total + note_cost <= budget:
-            break
+        estimate = 0 if not dropped else 80 + 14 * n_keys
+        if total + estimate <= budget:
+            if not dropped or total + note_tokens(_note_for(units, dropped)) <= budget:
+                break
         dropped.append(i)
         total -= size(i)
-        keys = [k for d in dropped for k in units[d].keys]
-        note = omitted_note(sum(len(units[d].messages) for d in dropped), keys)
-        note_cost = note_tokens(note)
+        n_keys += len(units[i].keys) + len(units[i].archive_keys)
     # 3. Still over (one huge newest unit): compact it too.
     last = len(units) - 1
+    note_cost = note_tokens(_note_for(units, dropped)) if dropped else 0
     if total + note_cost > budget and last >= 0 and units[last].compact is not None:
         use_compact[last] = True
+    return Plan(use_compact=use_compact, dropped=dropped)
+
+
+def build(units: Sequence[Unit], chosen: Plan) -> list[LLMMessage]:
+    """The messages of ``units`` as ``chosen`` says, with one note in place of the dropped span."""
     out: list[LLMMessage] = []
-    dropped_set = set(dropped)
+    dropped_set = set(chosen.dropped)
     note_placed = False
     for i, u in enumerate(units):
         if i in dropped_set:
-            if not note_placed and note is not None:
-                out.append(note)
+            if not note_placed:
+                out.append(_note_for(units, chosen.dropped))
                 note_placed = True
             continue
-        msgs = u.compact if use_compact[i] and u.compact is not None else u.messages
+        msgs = u.compact if chosen.use_compact[i] and u.compact is not None else u.messages
         out.extend(msgs)
     return out
+
+
+def assemble(
+    units: list[Unit],
+    budget: int | None,
+    *,
+    note_tokens: Callable[[SystemMessage], int] = message_tokens,
+) -> list[LLMMessage]:
+    """Messages of ``units`` within ``budget`` tokens (see the module docstring for the rules).
+
+    The newest unit is always kept, even when it alone exceeds the budget (the caller's caps keep that
+    rare); pinned units (leading system messages, the user layer) are always kept.
+    """
+    if budget is None:
+        return [m for u in units for m in u.messages]
+    return build(units, plan(units, budget, note_tokens=note_tokens))

@@ -44,7 +44,8 @@ class OffloadedPart(BaseModel):
     pending_content: str | None = None
     """The exact content, kept inline only while it could not be stored (database unreachable)."""
     identifiers: list[str] = Field(default_factory=list)
-    """Salient identifiers of the content (file names, error codes...): deterministic relevance matching."""
+    """Identifiers of the description and tool arguments (file names, error codes...), matched against new
+    user messages; the stored content itself is matched in SQL when a user message arrives."""
     compacted: bool = False
     """True once the part left the first-use window (its compact form is final)."""
 
@@ -61,6 +62,8 @@ class ContextEntry(BaseModel):
     """``message``: added by the caller. ``expansion``: an offloaded item expanded for one turn because the
     user referred to it (removed at the next user message). ``recall``: user memories found for an
     ambiguous request."""
+    archive_key: str | None = None
+    """Key of the stored transcript span holding this message's text, once the budget made it drop out."""
 
     # (first-use rendering, tokens, compact rendering, tokens); not part of the state, rebuilt on demand.
     _rendered: tuple[Any, int, Any, int] | None = PrivateAttr(default=None)

@@ -6,6 +6,7 @@ All tests run against the real PostgreSQL of the session (tests/conftest.py) and
 from __future__ import annotations
 
 import json
+import re
 import uuid
 
 import pytest
@@ -294,6 +295,23 @@ async def test_budget_keeps_system_pairs_calls_and_notes_dropped_keys(store: Mem
     visible = set(placeholders_in(messages))
     for key in ctx.memory_keys:
         assert key in visible or key in note.content
+
+
+async def test_dropped_small_messages_are_archived_and_named_by_the_note(store: MemoryStore, user_id: str) -> None:
+    ctx = MemoryContext(store=store, user_id=user_id, token_budget=300)
+    for i in range(20):
+        await ctx.add_message(UserMessage(content=f"remember the number {1000 + i} for later", source="user"))
+        await ctx.add_message(AssistantMessage(content=f"noted {1000 + i}", source="agent"))
+    messages = await ctx.get_messages()
+    assert sum(message_tokens(m) for m in messages) <= 300
+    note = messages[0]
+    assert isinstance(note, SystemMessage) and "omitted" in note.content
+    archived = [k for k in re.findall(r"\b[a-z]+_[0-9a-f]{12}\b", note.content)]
+    assert archived
+    text = "".join([await ctx.retrieve(k) for k in archived])
+    visible = texts_of(messages)
+    for i in range(20):  # every number is either still visible or in an archived span
+        assert f"remember the number {1000 + i}" in visible or f"remember the number {1000 + i}" in text
 
 
 async def test_budget_never_starts_with_an_orphan_result(store: MemoryStore, user_id: str) -> None:
