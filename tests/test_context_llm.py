@@ -51,6 +51,29 @@ class ScriptedModel:
                 if item == 500:
                     payload = json.dumps({"error": {"message": "scripted failure"}}).encode()
                     self.send_response(500)
+                elif isinstance(item, dict):  # {"tool": name, "arguments": {...}}: one tool call
+                    message = {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": f"call_{len(outer.requests)}",
+                                "type": "function",
+                                "function": {"name": item["tool"], "arguments": json.dumps(item["arguments"])},
+                            }
+                        ],
+                    }
+                    payload = json.dumps(
+                        {
+                            "id": f"chatcmpl-{uuid.uuid4().hex}",
+                            "object": "chat.completion",
+                            "created": int(time.time()),
+                            "model": "gpt-4o-2024-08-06",
+                            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+                            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                        }
+                    ).encode()
+                    self.send_response(200)
                 else:
                     payload = json.dumps(
                         {
@@ -213,3 +236,47 @@ async def test_llm_judge_failure_falls_back_to_deterministic_relevance(
     await ctx.add_message(UserMessage(content="what is E5150?", source="user"))
     expansion = (await ctx.get_messages())[-1]
     assert isinstance(expansion, SystemMessage) and "ERROR E5150 in ledger_sync.py" in expansion.content
+
+
+def check_tool_pairing(messages: list[dict[str, Any]]) -> None:
+    """Like the OpenAI API: every tool message answers a tool call of the preceding assistant message."""
+    open_ids: set[str] = set()
+    for m in messages:
+        if m["role"] == "assistant" and m.get("tool_calls"):
+            open_ids = {c["id"] for c in m["tool_calls"]}
+        elif m["role"] == "tool":
+            assert m["tool_call_id"] in open_ids, f"tool result {m['tool_call_id']} without its call"
+        else:
+            open_ids = set()
+
+
+async def test_drop_in_model_context_of_an_autogen_assistant_agent(
+    store: MemoryStore, user_id: str, model: ScriptedModel
+) -> None:
+    from autogen_agentchat.agents import AssistantAgent
+
+    output = big_log("job", marker="ERROR checksum mismatch in artifact_store.py: expected 4f2a", n=2500)
+
+    async def run_code(code: str) -> str:
+        """Run code and return its output."""
+        return output
+
+    ctx = MemoryContext(store=store, user_id=user_id, thread_id=f"t-{uuid.uuid4().hex[:6]}", first_use_max_tokens=800)
+    agent = AssistantAgent(
+        "coder", model_client=model.client(), tools=[run_code], model_context=ctx, reflect_on_tool_use=True
+    )
+    model.script += [{"tool": "run_code", "arguments": {"code": "python build.py"}}, "The build failed."]
+    await agent.run(task="Build the project")
+    model.script.append("It was a checksum mismatch.")
+    await agent.run(task="Why did artifact_store.py fail?")
+
+    for request in model.requests:
+        check_tool_pairing(request["messages"])
+    # After the tool ran, the model saw a placeholder + capped excerpt, not 30,000 tokens of output.
+    tool_message = next(m for m in model.requests[1]["messages"] if m["role"] == "tool")
+    [ref] = parse_memory_refs(tool_message["content"])
+    assert ref.tokens > 20_000 and len(tool_message["content"]) < 8_000
+    assert await store.retrieve(ref.key, user_id=user_id) == output
+    # The follow-up question about the file expanded the matching lines for that turn.
+    last = json.dumps(model.requests[2]["messages"])
+    assert "Memory expansion" in last and "checksum mismatch in artifact_store.py" in last
