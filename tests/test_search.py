@@ -23,7 +23,7 @@ DF_FULL = (
 DF_OK = "$ df -h\nFilesystem      Size  Used Avail Use% Mounted on\n/dev/sda1        98G   41G   57G  42% /\n"
 NPM_FAIL = (
     "$ npm install\nnpm ERR! code ERESOLVE\nnpm ERR! ERESOLVE unable to resolve dependency tree\n"
-    "npm ERR! peer react@\"^17.0.0\" from react-dom@17.0.2\n"
+    'npm ERR! peer react@"^17.0.0" from react-dom@17.0.2\n'
 )
 GIT_LOG = (
     "$ git log -n 1\ncommit 9f3e2a1b4c5d6e7f8a9b0c1d2e3f4a5b6c7d8e9f\nAuthor: Ana Lima <ana@example.com>\n\n"
@@ -35,13 +35,16 @@ NGINX = (
 )
 
 
+CMD = "command_output"
+
+
 async def _seed(store: MemoryStore, user: str) -> dict[str, str]:
     keys = {
-        "df_full": await store.store(DF_FULL, user_id=user, description="df -h on build-01", memory_type="command_output"),
-        "df_ok": await store.store(DF_OK, user_id=user, description="df -h on web-02", memory_type="command_output"),
-        "npm": await store.store(NPM_FAIL, user_id=user, description="npm install (exit 1)", memory_type="command_output"),
-        "git": await store.store(GIT_LOG, user_id=user, description="git log -n 1", memory_type="command_output"),
-        "nginx": await store.store(NGINX, user_id=user, description="nginx error log", memory_type="command_output"),
+        "df_full": await store.store(DF_FULL, user_id=user, description="df -h on build-01", memory_type=CMD),
+        "df_ok": await store.store(DF_OK, user_id=user, description="df -h on web-02", memory_type=CMD),
+        "npm": await store.store(NPM_FAIL, user_id=user, description="npm install (exit 1)", memory_type=CMD),
+        "git": await store.store(GIT_LOG, user_id=user, description="git log -n 1", memory_type=CMD),
+        "nginx": await store.store(NGINX, user_id=user, description="nginx error log", memory_type=CMD),
         "note": await store.store(
             "We decided to keep Redis for the session cache (ticket OPS-4821).", user_id=user,
             description="session cache decision", memory_type="note",
