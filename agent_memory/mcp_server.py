@@ -49,6 +49,7 @@ from .memory_tools import (
     StoreResult,
 )
 from .placeholders import clean_description
+from .skills_mcp import register_skill_tools
 from .store import MemoryStore
 from .validation import check_user_id
 
@@ -275,6 +276,7 @@ def create_server(
     async def memory_resource(key: str, ctx: Context[Any, Any, Any]) -> str:
         return await mcp.toolbox(ctx).read_memory(key)
 
+    register_skill_tools(mcp)  # skill tools (agent_memory/skills_mcp.py) when AGENT_MEMORY_SKILLS_ENABLED
     return mcp
 
 
