@@ -357,7 +357,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`agent-memory retrieve KEY | head`): not an error of ours.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    # Run the copy imported as agent_memory.cli, not this __main__ copy: command modules import
+    # UsageError & co from agent_memory.cli, and two copies of a class would not match in `except`.
+    from agent_memory.cli import main as package_main
+
+    sys.exit(package_main())

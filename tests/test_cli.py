@@ -17,7 +17,7 @@ def run(
     *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [sys.executable, "-m", "agent_memory.cli", *args],
+        [sys.executable, "-m", "agent_memory", *args],
         input=stdin,
         capture_output=True,
         env={**os.environ, **(env or {})},
