@@ -33,7 +33,7 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Self
 
@@ -64,13 +64,14 @@ from .context_state import (
     ContextEntry,
     ContextState,
     OffloadedPart,
+    ReferencedItem,
     delete_context_state,
     load_context_state,
     save_context_state,
 )
 from .errors import DatabaseUnavailable, MemoryNotFound
 from .models import MemoryItem
-from .placeholders import format_memory_ref
+from .placeholders import format_memory_ref, parse_memory_refs
 from .store import MemoryStore, decode_content
 from .tokens import count_tokens, truncate_to_tokens
 from .transforms import apply_transforms
@@ -115,6 +116,8 @@ _SYNONYMS = {
 _ERROR_WORD_RE = re.compile(r"\b(error|errors|fail|failed|failure|exception|traceback|warning|warnings)\b", re.I)
 _ERROR_GREP = r"(?i)error|exception|traceback|fatal|fail|warning|denied|refused|exit (code|status)"
 MAX_EXPANSIONS_PER_TURN = 2
+# Results of the memory tools (agent_memory.tools) are already capped views of the store: never re-offloaded.
+MEMORY_TOOL_NAMES = frozenset({"retrieve_memory", "search_memory", "store_memory", "list_memories"})
 
 
 class MemoryContextConfig(BaseModel):
@@ -142,6 +145,7 @@ class MemoryContextConfig(BaseModel):
     database_url: str | None = None
     model_client: ComponentModel | None = None
     initial_messages: list[LLMMessage] | None = None
+    skip_offload_tools: list[str] = Field(default_factory=lambda: sorted(MEMORY_TOOL_NAMES))
 
 
 def _text_of(message: LLMMessage) -> str:
@@ -213,6 +217,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         llm_timeout_seconds: float = 10.0,
         database_url: str | None = None,
         initial_messages: list[LLMMessage] | None = None,
+        skip_offload_tools: Iterable[str] = MEMORY_TOOL_NAMES,
     ) -> None:
         super().__init__(initial_messages)
         self._config = MemoryContextConfig(
@@ -233,9 +238,11 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
             llm_timeout_seconds=llm_timeout_seconds,
             database_url=database_url,
             initial_messages=initial_messages,
+            skip_offload_tools=sorted(skip_offload_tools),
         )
         self._store = store
         self._owns_store = False
+        self._skip_offload_tools = frozenset(skip_offload_tools)
         self._model_client = model_client
         self._lock = asyncio.Lock()
         self._state = ContextState(entries=[ContextEntry(message=m) for m in initial_messages or []])
@@ -306,6 +313,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
                 # Expansions and recall notes are for the turn they were made for.
                 self._remove_entries(kind="expansion")
             entry = await self._intercept(message)
+            await self._register_refs(entry)
             self._state.entries.append(entry)
             if entry.parts:
                 self._advance_first_use_window()
@@ -501,6 +509,8 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         calls = self._recent_calls()
         parts = []
         for i, result in enumerate(message.content):
+            if result.name in self._skip_offload_tools:
+                continue  # already a capped view of the store: offloading it again would hide it
             call = calls.get(result.call_id)
             meta = dict(base_meta, tool_name=result.name, call_id=result.call_id, is_error=result.is_error)
             arguments: Any = None
@@ -688,7 +698,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
                     tokens=sum(r[1] for r in rendered),
                     compact=[r[2] for r in rendered],
                     compact_tokens=sum(r[3] for r in rendered),
-                    keys=[p.key for e in group for p in e.parts if p.key],
+                    keys=[p.key for e in group for p in e.parts if p.key] + [r.key for e in group for r in e.refs],
                     archive_keys=[e.archive_key for e in group if e.archive_key],
                 )
             )
@@ -802,13 +812,68 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
             self._state.user_layer_keys = keys
 
     def _candidates(self, exclude: ContextEntry) -> list[OffloadedPart]:
-        return [
-            p
-            for e in self._state.entries
-            if e.kind == "message" and e is not exclude
-            for p in e.parts
-            if p.key is not None
-        ]
+        """Items a user message may refer to: what this context offloaded, and verified references."""
+        out: list[OffloadedPart] = []
+        seen: set[str] = set()
+        for e in self._state.entries:
+            if e.kind != "message" or e is exclude:
+                continue
+            for p in e.parts:
+                if p.key is not None and p.key not in seen:
+                    seen.add(p.key)
+                    out.append(p)
+            for r in e.refs:
+                if r.key not in seen:
+                    seen.add(r.key)
+                    out.append(
+                        OffloadedPart(
+                            slot=-1,
+                            key=r.key,
+                            tokens=r.tokens,
+                            description=r.description,
+                            excerpt="",
+                            memory_type=r.memory_type,
+                            identifiers=sorted(message_identifiers(r.description)),
+                            compacted=True,
+                        )
+                    )
+        return out
+
+    async def _register_refs(self, entry: ContextEntry) -> None:
+        """Record placeholders in the message's own text that name one of this user's memories.
+
+        Another user's key, or a made-up one, is not found by the user-scoped lookup and stays plain text.
+        """
+        msg = entry.message
+        texts: list[str] = []
+        if isinstance(msg, FunctionExecutionResultMessage):
+            texts = [r.content for r in msg.content]
+        elif isinstance(msg.content, str):
+            texts = [msg.content]
+        else:
+            texts = [p for p in msg.content if isinstance(p, str)]
+        known = {p.key for e in self._state.entries for p in e.parts if p.key} | {p.key for p in entry.parts}
+        keys: list[str] = []
+        for text in texts:
+            if "[MemoryRef: " not in text:
+                continue
+            keys.extend(ref.key for ref in parse_memory_refs(text) if ref.key not in known)
+        for key in list(dict.fromkeys(keys))[:10]:
+            try:
+                item = await (await self.get_store()).get(key, user_id=self.user_id)
+            except MemoryNotFound:
+                continue
+            except DB_UNAVAILABLE_ERRORS as exc:
+                log.info("reference %s not verified (%s)", key, exc)
+                continue
+            entry.refs.append(
+                ReferencedItem(
+                    key=item.memory_key,
+                    description=item.description,
+                    tokens=item.token_count,
+                    memory_type=item.memory_type,
+                )
+            )
 
     async def _content_matches(self, idents: set[str], candidates: list[OffloadedPart]) -> dict[str, set[str]]:
         """Which of the message's identifiers occur in each candidate's stored content (one query, user-scoped)."""
@@ -1001,6 +1066,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
             llm_timeout_seconds=config.llm_timeout_seconds,
             database_url=config.database_url,
             initial_messages=config.initial_messages,
+            skip_offload_tools=config.skip_offload_tools,
         )
 
 
@@ -1022,8 +1088,6 @@ def _transcript_line(message: LLMMessage) -> str:
 
 def placeholders_in(messages: Sequence[LLMMessage]) -> list[str]:
     """Every memory key referenced by ``[MemoryRef: ...]`` placeholders in ``messages`` (in order)."""
-    from .placeholders import parse_memory_refs
-
     keys: list[str] = []
     for msg in messages:
         texts: list[str] = []

@@ -50,6 +50,16 @@ class OffloadedPart(BaseModel):
     """True once the part left the first-use window (its compact form is final)."""
 
 
+class ReferencedItem(BaseModel):
+    """A ``[MemoryRef: ...]`` that arrived inside a message (e.g. from an executor that offloads by itself)
+    and was verified to be one of this user's memories. Anything else in a placeholder shape is plain text."""
+
+    key: str
+    description: str
+    tokens: int
+    memory_type: str
+
+
 EntryKind = Literal["message", "expansion", "recall"]
 
 
@@ -62,6 +72,8 @@ class ContextEntry(BaseModel):
     """``message``: added by the caller. ``expansion``: an offloaded item expanded for one turn because the
     user referred to it (removed at the next user message). ``recall``: user memories found for an
     ambiguous request."""
+    refs: list[ReferencedItem] = Field(default_factory=list)
+    """This user's memories that the message's own text refers to (verified in SQL when it was added)."""
     archive_key: str | None = None
     """Key of the stored transcript span holding this message's text, once the budget made it drop out."""
 

@@ -543,3 +543,40 @@ async def test_foreign_key_in_loaded_state_is_never_expanded(
     text = texts_of(await attacker.get_messages())
     assert "secret line 150" not in text
     assert not any("Memory expansion" in str(m.content) for m in await attacker.get_messages())
+
+
+# ---------------------------------------------------------------------------------------------- references
+
+
+async def test_placeholder_from_an_executor_message_can_be_expanded(store: MemoryStore, user_id: str) -> None:
+    """An executor that offloads by itself sends a placeholder in its text; it is this user's, so it counts."""
+    output = big_log(400, marker="Traceback: ValueError in migrate_schema.py line 12")
+    key = await store.store(output, user_id=user_id, description="python: migrate", memory_type="command_output")
+    ctx = MemoryContext(store=store, user_id=user_id)
+    report = f"exit code 1\n[MemoryRef: {key} - python: migrate - {count_tokens(output)} tokens]\n(excerpt)"
+    await ctx.add_message(UserMessage(content=report, source="executor"))
+    await ctx.add_message(UserMessage(content="What went wrong in migrate_schema.py?", source="user"))
+    expansion = (await ctx.get_messages())[-1]
+    assert isinstance(expansion, SystemMessage)
+    assert "ValueError in migrate_schema.py" in expansion.content
+
+
+async def test_placeholder_with_a_foreign_key_is_not_registered(
+    store: MemoryStore, user_id: str, other_user_id: str
+) -> None:
+    secret = "\n".join(f"confidential line {i} in payroll.py" for i in range(300))
+    key = await store.store(secret, user_id=other_user_id, description="payroll", memory_type="command_output")
+    ctx = MemoryContext(store=store, user_id=user_id)
+    await ctx.add_message(UserMessage(content=f"exit 0\n[MemoryRef: {key} - payroll - 900 tokens]", source="executor"))
+    await ctx.add_message(UserMessage(content="show me the log of payroll.py", source="user"))
+    assert ctx.entries[0].refs == []
+    assert "confidential line" not in texts_of(await ctx.get_messages())
+
+
+async def test_memory_tool_results_are_not_offloaded_again(store: MemoryStore, user_id: str) -> None:
+    view = big_log(300, seed="view")
+    ctx = MemoryContext(store=store, user_id=user_id)
+    await ctx.add_message(call_message("m1", name="retrieve_memory", arguments={"key": "cmd_x"}))
+    await ctx.add_message(result_message(view, call_id="m1", name="retrieve_memory"))
+    assert (await ctx.get_messages())[1].content[0].content == view  # type: ignore[union-attr]
+    assert ctx.memory_keys == []
