@@ -1,0 +1,140 @@
+"""Procedural memory for the CodeAgent team: the builder hook and capture from a finished run.
+
+* :func:`procedural_memory_for` — a :class:`~agent_memory.skills.ProceduralMemory` for one user, agent and thread
+  (skills run in the thread's work directory, where the user's files are), or None when disabled.
+* :class:`SkillsAgentBuilder` — :class:`~agent_memory.agents.AgentBuilder` plus the skill tools and the skills
+  prompt when procedural memory is enabled (``AGENT_MEMORY_SKILLS_ENABLED=true`` or ``procedural_memory=``).
+  Disabled (the default), it builds exactly the team ``AgentBuilder`` builds.
+* :func:`learn_from_run` — after a run whose code worked, register the last successful Python block as a skill
+  (deterministic capture, :mod:`agent_memory.skills_capture`) unless the agent already registered one.
+
+Example:
+    >>> from agent_memory.skills import ProceduralMemorySettings
+    >>> from agent_memory.skills_agents import SkillsAgentBuilder
+    >>> settings = ProceduralMemorySettings(enabled=True)
+    >>> builder = SkillsAgentBuilder(store, "alice", procedural_memory=settings)  # doctest: +SKIP
+    >>> session = await builder.build(thread_id="t1")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from autogen_agentchat.messages import (
+    BaseAgentEvent,
+    BaseChatMessage,
+    CodeExecutionEvent,
+    TextMessage,
+    ToolCallRequestEvent,
+)
+from autogen_core.models import ChatCompletionClient
+from autogen_core.tools import BaseTool
+
+from .agents.builder import AgentBuilder
+from .agents.spec import TeamSpec
+from .skill_tools import skill_tools, skills_system_message
+from .skills import ProceduralMemory, ProceduralMemorySettings, RegisterResult
+from .store import MemoryStore
+
+_PY_BLOCK = re.compile(r"```[ \t]*(?:python|py)[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+
+
+def procedural_memory_for(
+    store: MemoryStore,
+    user_id: str,
+    agent_id: str,
+    *,
+    work_dir: Path | None,
+    settings: ProceduralMemorySettings | None = None,
+    model_client: ChatCompletionClient | None = None,
+) -> ProceduralMemory | None:
+    """The agent's procedural memory, or None when it is disabled (then nothing about the agent changes)."""
+    settings = settings or ProceduralMemorySettings()
+    if not settings.enabled:
+        return None
+    return ProceduralMemory(store, user_id=user_id, agent_id=agent_id, settings=settings, work_dir=work_dir,
+                            model_client=model_client)  # fmt: skip
+
+
+class SkillsAgentBuilder(AgentBuilder):
+    """AgentBuilder whose CodeAgent gets ``search_skills`` / ``use_skill`` / ``register_skill`` when enabled.
+
+    Skill runs use the thread's work directory (:meth:`AgentBuilder.work_dir`) with the spec's timeout.
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        user_id: str,
+        *,
+        procedural_memory: ProceduralMemorySettings | None = None,
+        spec: TeamSpec | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(store, user_id, spec=spec, **kwargs)
+        settings = procedural_memory or ProceduralMemorySettings()
+        self.procedural_memory_settings = settings
+        self.skills: dict[str, ProceduralMemory] = {}
+        if settings.enabled:
+            extra = (self.spec.code_agent.extra_instructions or "").rstrip()
+            prompt = skills_system_message(settings).strip()
+            code_agent = self.spec.code_agent.model_copy(update={"extra_instructions": f"{extra}\n\n{prompt}".strip()})
+            self.spec = self.spec.model_copy(update={"code_agent": code_agent})
+
+    def procedural_memory(self, agent_name: str, thread_id: str) -> ProceduralMemory | None:
+        if not self.procedural_memory_settings.enabled:
+            return None
+        if thread_id not in self.skills:
+            settings = self.procedural_memory_settings.model_copy(
+                update={"execution_timeout": self.spec.executor.timeout_seconds}
+            )
+            memory = procedural_memory_for(self.store, self.user_id, agent_name, work_dir=self.work_dir(thread_id),
+                                           settings=settings)  # fmt: skip
+            assert memory is not None
+            self.skills[thread_id] = memory
+        return self.skills[thread_id]
+
+    def build_tools(self, *, agent_name: str, thread_id: str) -> list[BaseTool[Any, Any]]:
+        tools = super().build_tools(agent_name=agent_name, thread_id=thread_id)
+        return tools + list(skill_tools(self.procedural_memory(agent_name, thread_id)))
+
+
+def _last_successful_python(messages: Sequence[BaseAgentEvent | BaseChatMessage], coder: str) -> str | None:
+    code: str | None = None
+    pending: str | None = None
+    for message in messages:
+        if isinstance(message, TextMessage) and message.source == coder:
+            blocks = _PY_BLOCK.findall(message.content)
+            pending = "\n\n".join(b.strip() + "\n" for b in blocks) if blocks else None
+        elif isinstance(message, CodeExecutionEvent) and pending is not None:
+            if message.result.exit_code == 0:
+                code = pending
+            pending = None
+    return code
+
+
+async def learn_from_run(
+    memory: ProceduralMemory | None,
+    task: str,
+    messages: Sequence[BaseAgentEvent | BaseChatMessage],
+    *,
+    coder: str = "coder",
+) -> RegisterResult | None:
+    """Register the last Python code that ran successfully in ``messages`` as a skill for ``task``.
+
+    Nothing happens when procedural memory is off, agents may not register skills, no Python block succeeded, or
+    the agent already called ``register_skill`` in this run.
+    """
+    if memory is None or not memory.settings.enabled or not memory.settings.auto_register_skills:
+        return None
+    for message in messages:
+        if isinstance(message, ToolCallRequestEvent) and any(c.name == "register_skill" for c in message.content):
+            return None
+    code = _last_successful_python(messages, coder)
+    if code is None:
+        return None
+    draft = await memory.propose_skill_from_success(task, code)
+    return await memory.register_draft(draft)

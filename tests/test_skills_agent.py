@@ -1,0 +1,162 @@
+"""The CodeAgent team with procedural memory, against the scripted OpenAI-compatible server.
+
+A repeated task: the first run writes code (the executor runs it) and registers it as a skill; the second run
+finds the skill and uses it: fewer model requests, fewer prompt tokens, no code written, the same result.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from autogen_agentchat.base import TaskResult
+from autogen_agentchat.messages import CodeExecutionEvent, TextMessage, ToolCallRequestEvent
+from support.scripted_llm import RecordedRequest, Reply, ScriptedLLM, scripted_llm  # noqa: F401  (fixture)
+
+from agent_memory import MemoryStore
+from agent_memory.agents.builder import AgentBuilder
+from agent_memory.skills import ProceduralMemorySettings
+from agent_memory.skills_agents import SkillsAgentBuilder, learn_from_run
+
+TASK = "What is the sum of the squares of the integers from 1 to 1000?"
+FUNCTION = "def sum_of_squares(n: int = 1000) -> int:\n    return sum(i * i for i in range(1, n + 1))\n"
+CODE_REPLY = f"I'll compute it.\n```python\n{FUNCTION}\nprint(sum_of_squares(1000))\n```"
+ENABLED = ProceduralMemorySettings(enabled=True)
+
+
+def final_answer(note: str) -> Callable[[RecordedRequest], str]:
+    """The model's last reply: the number the code (or skill) printed, read from what it received."""
+
+    def reply(request: RecordedRequest) -> str:
+        outputs = re.findall(r"Output:\n(\S+)", "\n".join(request.contents()))
+        return f"The sum is {outputs[-1]}. {note} TERMINATE"
+
+    return reply
+
+
+def use_found_skill(request: RecordedRequest) -> Reply:
+    """Call use_skill with the first skill search_skills returned (as a model would)."""
+    found = re.search(r"^- (\w+) \(v\d+", request.messages[-1]["content"], re.MULTILINE)
+    assert found, request.messages[-1]
+    return Reply.tool_call("use_skill", {"name": found.group(1), "parameters": {"n": 1000}})
+
+
+def first_run_script() -> list[Any]:
+    return [
+        Reply.tool_call("search_skills", {"query": "sum of squares of integers 1 to n"}),
+        CODE_REPLY,
+        Reply.tool_call("register_skill", {"name": "sum_of_squares", "code": FUNCTION,
+                                           "description": "Sum of the squares of the integers from 1 to n"}),
+        final_answer('I created a reusable skill "sum_of_squares" for similar requests.'),
+    ]  # fmt: skip
+
+
+def second_run_script() -> list[Any]:
+    return [
+        Reply.tool_call("search_skills", {"query": "sum of squares of integers 1 to n"}),
+        use_found_skill,
+        final_answer('I used the learned skill "sum_of_squares".'),
+    ]
+
+
+def final_text(result: TaskResult) -> str:
+    texts = [m.content for m in result.messages if isinstance(m, TextMessage) and m.source == "coder"]
+    return texts[-1]
+
+
+async def run_task(builder: AgentBuilder, thread: str) -> TaskResult:
+    session = await builder.build(thread_id=thread)
+    try:
+        return await session.run(TASK)
+    finally:
+        await session.close()
+
+
+async def test_second_run_reuses_the_skill_with_fewer_requests_and_tokens(
+    store: MemoryStore,
+    user_id: str,
+    tmp_path: Path,
+    scripted_llm: ScriptedLLM,  # noqa: F811
+) -> None:
+    builder = SkillsAgentBuilder(store, user_id, procedural_memory=ENABLED, model_client=scripted_llm.model_client(),
+                                 home=tmp_path)  # fmt: skip
+    scripted_llm.add(*first_run_script())
+    first = await run_task(builder, "thread-1")
+    first_requests = list(scripted_llm.requests)
+    scripted_llm.add(*second_run_script())
+    second = await run_task(builder, "thread-2")
+    second_requests = scripted_llm.requests[len(first_requests) :]
+    assert scripted_llm.errors == []
+
+    assert "333833500" in final_text(first) and "333833500" in final_text(second)  # the same result
+    assert 'I used the learned skill "sum_of_squares"' in final_text(second)
+    first_runs = [m for m in first.messages if isinstance(m, CodeExecutionEvent)]
+    assert len(first_runs) == 1 and first_runs[0].result.exit_code == 0
+    # The second run wrote no code and the executor ran nothing; the skill ran in the sandbox instead.
+    assert not any(isinstance(m, CodeExecutionEvent) for m in second.messages)
+    assert not any("```" in m.content for m in second.messages if isinstance(m, TextMessage) and m.source == "coder")
+    assert (len(first_requests), len(second_requests)) == (4, 3)
+    first_tokens = sum(r.prompt_tokens for r in first_requests)
+    second_tokens = sum(r.prompt_tokens for r in second_requests)
+    assert second_tokens < first_tokens
+    skill = await builder.procedural_memory("coder", "thread-2").get_skill("sum_of_squares")  # type: ignore[union-attr]
+    assert (skill.execution_count, skill.success_count, skill.source) == (1, 1, "agent")
+
+
+async def test_enabled_builder_gives_the_coder_skill_tools_and_the_prompt(
+    store: MemoryStore,
+    user_id: str,
+    tmp_path: Path,
+    scripted_llm: ScriptedLLM,  # noqa: F811
+) -> None:
+    builder = SkillsAgentBuilder(store, user_id, procedural_memory=ENABLED, model_client=scripted_llm.model_client(),
+                                 home=tmp_path)  # fmt: skip
+    session = await builder.build(thread_id="t")
+    names = [t.name for t in session.code_agent.tools]
+    await session.close()
+    assert {"search_skills", "use_skill", "register_skill", "retrieve_memory"} <= set(names)
+    assert "I used the learned skill" in session.code_agent.system_message
+
+
+async def test_disabled_builder_builds_exactly_the_plain_team(
+    store: MemoryStore,
+    user_id: str,
+    tmp_path: Path,
+    scripted_llm: ScriptedLLM,  # noqa: F811
+) -> None:
+    plain = await AgentBuilder(store, user_id, model_client=scripted_llm.model_client(), home=tmp_path).build("t")
+    gated = await SkillsAgentBuilder(store, user_id, procedural_memory=ProceduralMemorySettings(enabled=False),
+                                     model_client=scripted_llm.model_client(), home=tmp_path).build("t")  # fmt: skip
+    try:
+        assert gated.code_agent.system_message == plain.code_agent.system_message
+        assert [json.dumps(t.schema, sort_keys=True) for t in gated.code_agent.tools] == [
+            json.dumps(t.schema, sort_keys=True) for t in plain.code_agent.tools
+        ]
+    finally:
+        await plain.close()
+        await gated.close()
+
+
+async def test_learn_from_run_captures_code_that_worked_when_the_agent_did_not(
+    store: MemoryStore,
+    user_id: str,
+    tmp_path: Path,
+    scripted_llm: ScriptedLLM,  # noqa: F811
+) -> None:
+    builder = SkillsAgentBuilder(store, user_id, procedural_memory=ENABLED, model_client=scripted_llm.model_client(),
+                                 home=tmp_path)  # fmt: skip
+    scripted_llm.add(CODE_REPLY, final_answer("Done."))
+    result = await run_task(builder, "thread-x")
+    assert not any(isinstance(m, ToolCallRequestEvent) for m in result.messages)
+    memory = builder.procedural_memory("coder", "thread-x")
+    learned = await learn_from_run(memory, TASK, result.messages)
+    assert learned is not None and learned.action == "created"
+    assert (learned.skill.name, learned.skill.source) == ("sum_of_squares", "capture")
+    assert "print(" not in learned.skill.code
+    assert memory is not None
+    assert (await memory.use_skill("sum_of_squares")).output.strip() == "333833500"
+    # nothing to learn when procedural memory is off
+    assert await learn_from_run(None, TASK, result.messages) is None
