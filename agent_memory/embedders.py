@@ -291,7 +291,8 @@ class SentenceTransformerEmbedderConfig(BaseModel):
     device: str = "cpu"
     batch_size: int = Field(default=32, ge=1)
     max_chars: int = Field(default=2000, ge=100, description="MiniLM reads 256 word pieces; the rest is cut.")
-    similarity_floor: float = 0.15
+    # all-MiniLM-L6-v2: unrelated texts score up to ~0.3 cosine, close paraphrases 0.5-0.8.
+    similarity_floor: float = 0.25
     similarity_ceiling: float = 0.75
 
 
@@ -318,7 +319,7 @@ class SentenceTransformerEmbedder(Embedder, Component[SentenceTransformerEmbedde
         device: str = "cpu",
         batch_size: int = 32,
         max_chars: int = 2000,
-        similarity_floor: float = 0.15,
+        similarity_floor: float = 0.25,
         similarity_ceiling: float = 0.75,
     ) -> None:
         self._config = SentenceTransformerEmbedderConfig(
