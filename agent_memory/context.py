@@ -33,6 +33,7 @@ import asyncio
 import json
 import logging
 import re
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Self
@@ -142,6 +143,7 @@ class MemoryContextConfig(BaseModel):
     llm_descriptions: bool = True
     llm_judge: bool = False
     llm_timeout_seconds: float = Field(default=10.0, gt=0)
+    retry_interval_seconds: float = Field(default=5.0, ge=0)
     database_url: str | None = None
     model_client: ComponentModel | None = None
     initial_messages: list[LLMMessage] | None = None
@@ -215,6 +217,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         llm_descriptions: bool = True,
         llm_judge: bool = False,
         llm_timeout_seconds: float = 10.0,
+        retry_interval_seconds: float = 5.0,
         database_url: str | None = None,
         initial_messages: list[LLMMessage] | None = None,
         skip_offload_tools: Iterable[str] = MEMORY_TOOL_NAMES,
@@ -236,6 +239,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
             llm_descriptions=llm_descriptions,
             llm_judge=llm_judge,
             llm_timeout_seconds=llm_timeout_seconds,
+            retry_interval_seconds=retry_interval_seconds,
             database_url=database_url,
             initial_messages=initial_messages,
             skip_offload_tools=sorted(skip_offload_tools),
@@ -248,6 +252,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         self._state = ContextState(entries=[ContextEntry(message=m) for m in initial_messages or []])
         self._dirty = False  # state changed but not yet saved (database was unreachable)
         self._view: list[LLMMessage] | None = None  # get_messages() result until the next change
+        self._retry_at = 0.0  # monotonic time before which get_messages() does not retry the database
 
     # ------------------------------------------------------------------ properties
 
@@ -310,7 +315,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
             if not self._state.user_layer_loaded:
                 await self._load_user_layer()
             if isinstance(message, UserMessage):
-                # Expansions and recall notes are for the turn they were made for.
+                # Expansions are for the turn they were made for (recall notes are short and stay).
                 self._remove_entries(kind="expansion")
             entry = await self._intercept(message)
             await self._register_refs(entry)
@@ -329,7 +334,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
 
         No database round trip, except to offload pieces kept inline while the database was down.
         """
-        if self.pending_count or self._dirty:
+        if (self.pending_count or self._dirty) and time.monotonic() >= self._retry_at:
             async with self._lock:
                 await self._flush_locked()
         if self._view is None:
@@ -452,6 +457,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         except DB_UNAVAILABLE_ERRORS as exc:
             log.warning("could not save the context state (%s); will retry", exc)
             self._dirty = True
+            self._retry_at = time.monotonic() + self._config.retry_interval_seconds
 
     async def _flush_locked(self) -> None:
         changed = False
@@ -463,14 +469,16 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
                     part.key = await self._store_part(part.pending_content, part)
                 except DB_UNAVAILABLE_ERRORS as exc:
                     log.info("database still unreachable (%s); %d piece(s) pending", exc, self.pending_count)
+                    # get_messages() retries only after a pause, so a dead server does not slow every call.
+                    self._retry_at = time.monotonic() + self._config.retry_interval_seconds
                     return
                 part.pending_content = None
                 entry.invalidate()
                 self._view = None
                 changed = True
         if changed or self._dirty:
-            self._dirty = True
-            await self._autosave()
+            self._dirty = False
+            await self._autosave()  # marks the state dirty again if the database is still away
 
     # ------------------------------------------------------------------ interception
 
@@ -603,6 +611,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         except DB_UNAVAILABLE_ERRORS as exc:
             log.warning("database unreachable (%s): keeping %d tokens inline until it is back", exc, tokens)
             part.pending_content = text
+            self._retry_at = time.monotonic() + self._config.retry_interval_seconds
         return part
 
     async def _store_part(self, text: str, part: OffloadedPart) -> str:
@@ -1064,6 +1073,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
             llm_descriptions=config.llm_descriptions,
             llm_judge=config.llm_judge,
             llm_timeout_seconds=config.llm_timeout_seconds,
+            retry_interval_seconds=config.retry_interval_seconds,
             database_url=config.database_url,
             initial_messages=config.initial_messages,
             skip_offload_tools=config.skip_offload_tools,

@@ -136,3 +136,25 @@ async def test_closed_pool_keeps_content_inline(store: MemoryStore, database_url
     assert ctx.pending_count == 1
     assert await ctx.get_messages() == [UserMessage(content=text, source="user")]
     assert await asyncio.wait_for(ctx.flush(), timeout=30) == 1  # still unreachable: still pending
+
+
+async def test_get_messages_offloads_pending_content_once_the_database_is_back(
+    controlled_server: ControlledServer, fault_store: MemoryStore
+) -> None:
+    user = f"fault-{uuid.uuid4().hex[:8]}"
+    ctx = MemoryContext(store=fault_store, user_id=user, keep_recent_full=0, retry_interval_seconds=0)
+    await ctx.add_message(UserMessage(content="hi", source="user"))
+    text = big_output("via-get")
+    controlled_server.stop()
+    try:
+        await ctx.add_message(UserMessage(content=text, source="user"))
+        assert ctx.pending_count == 1
+    finally:
+        controlled_server.start()
+    for _ in range(5):  # the pool may need one failed attempt to drop its dead connection
+        messages = await ctx.get_messages()
+        if ctx.pending_count == 0:
+            break
+    assert ctx.pending_count == 0
+    [ref] = parse_memory_refs(messages[-1].content)  # type: ignore[arg-type]
+    assert await fault_store.retrieve(ref.key, user_id=user) == text
