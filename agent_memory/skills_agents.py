@@ -2,9 +2,9 @@
 
 * :func:`procedural_memory_for` — a :class:`~agent_memory.skills.ProceduralMemory` for one user, agent and thread
   (skills run in the thread's work directory, where the user's files are), or None when disabled.
-* :class:`SkillsAgentBuilder` — :class:`~agent_memory.agents.AgentBuilder` plus the skill tools and the skills
-  prompt when procedural memory is enabled (``AGENT_MEMORY_SKILLS_ENABLED=true`` or ``procedural_memory=``).
-  Disabled (the default), it builds exactly the team ``AgentBuilder`` builds.
+* :func:`add_procedural_memory` — the hook ``AgentBuilder.build_code_agent`` calls: when procedural memory is
+  enabled (``AGENT_MEMORY_SKILLS_ENABLED=true``, or :class:`SkillsAgentBuilder`'s ``procedural_memory=``) the coder
+  gets the skill tools and the skills prompt; disabled (the default) the team is exactly what it was.
 * :func:`learn_from_run` — after a run whose code worked, register the last successful Python block as a skill
   (deterministic capture, :mod:`agent_memory.skills_capture`) unless the agent already registered one.
 
@@ -59,10 +59,41 @@ def procedural_memory_for(
                             model_client=model_client)  # fmt: skip
 
 
-class SkillsAgentBuilder(AgentBuilder):
-    """AgentBuilder whose CodeAgent gets ``search_skills`` / ``use_skill`` / ``register_skill`` when enabled.
+def add_procedural_memory(
+    builder: AgentBuilder, agent_name: str, thread_id: str, tools: list[BaseTool[Any, Any]], prompt: str
+) -> tuple[list[BaseTool[Any, Any]], str]:
+    """The hook :meth:`AgentBuilder.build_code_agent` calls: the coder's tools and prompt, plus skills if enabled.
 
-    Skill runs use the thread's work directory (:meth:`AgentBuilder.work_dir`) with the spec's timeout.
+    Settings: ``builder.procedural_memory_settings`` when set (see :class:`SkillsAgentBuilder`), else the
+    environment (``AGENT_MEMORY_SKILLS_*``). Disabled: ``tools`` and ``prompt`` come back unchanged.
+    """
+    memory = skills_of(builder, agent_name, thread_id)
+    if memory is None:
+        return tools, prompt
+    return [*tools, *skill_tools(memory)], f"{prompt.rstrip()}\n{skills_system_message(memory.settings)}\n"
+
+
+def skills_of(builder: AgentBuilder, agent_name: str, thread_id: str) -> ProceduralMemory | None:
+    """The builder's procedural memory for this agent and thread (skills run in the thread's work directory)."""
+    settings: ProceduralMemorySettings | None = getattr(builder, "procedural_memory_settings", None)
+    settings = settings or ProceduralMemorySettings()
+    if not settings.enabled:
+        return None
+    cache: dict[tuple[str, str], ProceduralMemory] = builder.__dict__.setdefault("_procedural_memories", {})
+    key = (agent_name, thread_id)
+    if key not in cache:
+        settings = settings.model_copy(update={"execution_timeout": builder.spec.executor.timeout_seconds})
+        memory = procedural_memory_for(builder.store, builder.user_id, agent_name,
+                                       work_dir=builder.work_dir(thread_id), settings=settings)  # fmt: skip
+        assert memory is not None
+        cache[key] = memory
+    return cache[key]
+
+
+class SkillsAgentBuilder(AgentBuilder):
+    """AgentBuilder with explicit procedural-memory settings (instead of ``AGENT_MEMORY_SKILLS_*``).
+
+    The skills themselves come from :meth:`AgentBuilder.build_code_agent`'s hook, :func:`add_procedural_memory`.
     """
 
     def __init__(
@@ -75,31 +106,10 @@ class SkillsAgentBuilder(AgentBuilder):
         **kwargs: Any,
     ) -> None:
         super().__init__(store, user_id, spec=spec, **kwargs)
-        settings = procedural_memory or ProceduralMemorySettings()
-        self.procedural_memory_settings = settings
-        self.skills: dict[str, ProceduralMemory] = {}
-        if settings.enabled:
-            extra = (self.spec.code_agent.extra_instructions or "").rstrip()
-            prompt = skills_system_message(settings).strip()
-            code_agent = self.spec.code_agent.model_copy(update={"extra_instructions": f"{extra}\n\n{prompt}".strip()})
-            self.spec = self.spec.model_copy(update={"code_agent": code_agent})
+        self.procedural_memory_settings = procedural_memory or ProceduralMemorySettings()
 
     def procedural_memory(self, agent_name: str, thread_id: str) -> ProceduralMemory | None:
-        if not self.procedural_memory_settings.enabled:
-            return None
-        if thread_id not in self.skills:
-            settings = self.procedural_memory_settings.model_copy(
-                update={"execution_timeout": self.spec.executor.timeout_seconds}
-            )
-            memory = procedural_memory_for(self.store, self.user_id, agent_name, work_dir=self.work_dir(thread_id),
-                                           settings=settings)  # fmt: skip
-            assert memory is not None
-            self.skills[thread_id] = memory
-        return self.skills[thread_id]
-
-    def build_tools(self, *, agent_name: str, thread_id: str) -> list[BaseTool[Any, Any]]:
-        tools = super().build_tools(agent_name=agent_name, thread_id=thread_id)
-        return tools + list(skill_tools(self.procedural_memory(agent_name, thread_id)))
+        return skills_of(self, agent_name, thread_id)
 
 
 def _last_successful_python(messages: Sequence[BaseAgentEvent | BaseChatMessage], coder: str) -> str | None:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from autogen_agentchat.base import TaskResult
 from autogen_agentchat.messages import CodeExecutionEvent, TextMessage, ToolCallRequestEvent
 from support.scripted_llm import RecordedRequest, Reply, ScriptedLLM, scripted_llm  # noqa: F401  (fixture)
@@ -160,3 +161,16 @@ async def test_learn_from_run_captures_code_that_worked_when_the_agent_did_not(
     assert (await memory.use_skill("sum_of_squares")).output.strip() == "333833500"
     # nothing to learn when procedural memory is off
     assert await learn_from_run(None, TASK, result.messages) is None
+
+
+async def test_any_agent_builder_gets_skills_from_the_environment(
+    store: MemoryStore,
+    user_id: str,
+    tmp_path: Path,
+    scripted_llm: ScriptedLLM,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AGENT_MEMORY_SKILLS_ENABLED", "true")
+    session = await AgentBuilder(store, user_id, model_client=scripted_llm.model_client(), home=tmp_path).build("t")
+    await session.close()
+    assert {"search_skills", "use_skill", "register_skill"} <= {t.name for t in session.code_agent.tools}

@@ -281,6 +281,9 @@ class AgentBuilder:
         prompt = spec.system_message if spec.system_message is not None else CODE_AGENT_SYSTEM_MESSAGE
         if spec.extra_instructions:
             prompt = f"{prompt.rstrip()}\n\n{spec.extra_instructions.strip()}\n"
+        from ..skills_agents import add_procedural_memory  # skills (agent_memory/skills_agents.py); off by default
+
+        tools, prompt = add_procedural_memory(self, spec.name, thread_id, tools, prompt)
         reserved = (
             count_tokens(prompt) + sum(count_tokens(json.dumps(t.schema)) for t in tools) + REQUEST_OVERHEAD_TOKENS
         )
