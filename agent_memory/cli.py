@@ -38,6 +38,7 @@ COMMAND_PROVIDERS: list[str] = [
     "agent_memory.cli_ui:register",
     "agent_memory.cli_reindex:register",
     "agent_memory.cli_skills:register",
+    "agent_memory.cli_chat:register",
 ]
 
 Handler = Callable[[argparse.Namespace, "Cli"], Awaitable[int]]

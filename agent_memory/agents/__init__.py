@@ -8,7 +8,8 @@ Example:
 
 from .builder import AgentBuilder, AgentSession
 from .code_agent import CODE_AGENT_SYSTEM_MESSAGE, CodeAgent
-from .executor import ExecutionResult, ExecutorAgent, LocalProcessGroupExecutor, MemoryStoredEvent
+from .events import MemoryContextEvent, MemoryStoredEvent
+from .executor import ExecutionResult, ExecutorAgent, LocalProcessGroupExecutor
 from .model_config import ModelConfigError, ModelSettings, load_memory_model_client, load_model_client
 from .spec import DEFAULT_TEAM_SPEC, CodeAgentSpec, ContextSpec, ExecutorSpec, TeamSpec
 
@@ -24,6 +25,7 @@ __all__ = [
     "ExecutorAgent",
     "ExecutorSpec",
     "LocalProcessGroupExecutor",
+    "MemoryContextEvent",
     "MemoryStoredEvent",
     "ModelConfigError",
     "ModelSettings",

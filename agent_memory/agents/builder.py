@@ -19,6 +19,7 @@ Event stream (``session.run_stream(task)``), in order, as AgentChat produces the
 ``ToolCallExecutionEvent``          tool results (already capped views of the store)
 ``TextMessage`` (coder)             code to run, or the final answer (ends with ``TERMINATE``)
 ``MemoryStoredEvent`` (executor)    a big output was stored: key, description, tokens, placeholder
+``MemoryContextEvent`` (coder)      the coder's MemoryContext stored / expanded / recalled memory
 ``CodeExecutionEvent`` (executor)   exit code and the compact text the team sees
 ``TextMessage`` (executor)          status + output, or placeholder + excerpt + status
 ``ModelClientStreamingChunkEvent``  only with ``model_client_stream`` in the spec
@@ -59,12 +60,14 @@ from autogen_core.tools import BaseTool
 
 from ..config import get_settings
 from ..context import MemoryContext
+from ..placeholders import parse_memory_refs
 from ..store import MemoryStore
 from ..tokens import count_tokens
 from ..tools import memory_tools
 from ..validation import check_user_id
 from .code_agent import CODE_AGENT_SYSTEM_MESSAGE, CodeAgent
-from .executor import ExecutorAgent, LocalProcessGroupExecutor, MemoryStoredEvent
+from .events import MemoryContextEvent, MemoryStoredEvent
+from .executor import ExecutorAgent, LocalProcessGroupExecutor
 from .model_config import load_memory_model_client, load_model_client
 from .spec import DEFAULT_TEAM_SPEC, TeamSpec
 
@@ -126,11 +129,39 @@ class AgentSession:
         await self.start()
         token = cancellation_token or CancellationToken()
         self._token = token
+        seen = {id(e) for e in self._context_entries()}
         try:
             async for item in self.team.run_stream(task=task, cancellation_token=token):
+                for event in self._new_context_events(seen):
+                    yield event
                 yield item
         finally:
             self._token = None
+
+    def _context_entries(self) -> list[Any]:
+        return list(self.model_context.entries) if isinstance(self.model_context, MemoryContext) else []
+
+    def _new_context_events(self, seen: set[int]) -> list[MemoryContextEvent]:
+        """What the coder's MemoryContext did since the last look (offloads, expansions, recall notes)."""
+        events: list[MemoryContextEvent] = []
+        source = self.code_agent.name
+        for entry in self._context_entries():
+            if id(entry) in seen:
+                continue
+            seen.add(id(entry))
+            content = entry.message.content if isinstance(getattr(entry.message, "content", None), str) else ""
+            if entry.kind == "expansion":
+                keys = [r.key for r in parse_memory_refs(content)]
+                events.append(MemoryContextEvent(source=source, action="expanded", memory_keys=keys))
+            elif entry.kind == "recall":
+                keys = [r.key for r in parse_memory_refs(content)]
+                events.append(MemoryContextEvent(source=source, action="recalled", memory_keys=keys))
+            else:
+                keys = [p.key for p in entry.parts if p.key]
+                if keys:
+                    detail = "; ".join(f"{p.description} ({p.tokens} tokens)" for p in entry.parts if p.key)
+                    events.append(MemoryContextEvent(source=source, action="stored", memory_keys=keys, detail=detail))
+        return events
 
     async def run(self, task: str | BaseChatMessage, cancellation_token: CancellationToken | None = None) -> TaskResult:
         result: TaskResult | None = None
@@ -332,7 +363,7 @@ class AgentBuilder:
             "termination_condition": self.build_termination(),
             "max_turns": spec.max_turns,
             "runtime": self.runtime,
-            "custom_message_types": [MemoryStoredEvent],
+            "custom_message_types": [MemoryStoredEvent, MemoryContextEvent],
         }
         if spec.team == "round_robin":
             return RoundRobinGroupChat([code_agent, executor_agent], **common)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from hashlib import sha256
 from inspect import iscoroutinefunction
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, Self
 
 from autogen_agentchat.agents import ApprovalFuncType, ApprovalRequest, ApprovalResponse, CodeExecutorAgent
 from autogen_agentchat.base import Response
@@ -49,12 +49,13 @@ from autogen_ext.code_executors._common import (
     silence_pip,
 )
 from autogen_ext.code_executors.local import LocalCommandLineCodeExecutor
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from ..compaction import describe, excerpt
 from ..placeholders import format_memory_ref
 from ..store import MemoryStore
 from ..tokens import count_tokens
+from .events import MemoryStoredEvent
 
 DEFAULT_MAX_OUTPUT_BYTES = 20 * 1024 * 1024
 KILL_GRACE_SECONDS = 2.0
@@ -297,21 +298,6 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
             max_output_bytes=config.max_output_bytes,
             cleanup_temp_files=config.cleanup_temp_files,
         )
-
-
-class MemoryStoredEvent(BaseAgentEvent):
-    """Emitted when an agent stored content in memory instead of posting it (UI/CLI show a marker)."""
-
-    memory_key: str
-    description: str
-    memory_type: str
-    token_count: int
-    placeholder: str
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    type: Literal["MemoryStoredEvent"] = "MemoryStoredEvent"
-
-    def to_text(self) -> str:
-        return f"stored {self.token_count} tokens as {self.placeholder}"
 
 
 def status_line(result: CodeResult) -> str:

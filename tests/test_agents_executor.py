@@ -1,0 +1,191 @@
+"""The executor: real processes, real process groups, real PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from autogen_agentchat.base import TaskResult
+from autogen_agentchat.messages import CodeExecutionEvent, TextMessage
+from autogen_core import CancellationToken
+from autogen_core.code_executor import CodeBlock
+from support.scripted_llm import ScriptedLLM, scripted_llm  # noqa: F401
+
+from agent_memory import MemoryStore
+from agent_memory.agents import AgentBuilder, ExecutorAgent, LocalProcessGroupExecutor, MemoryStoredEvent
+from agent_memory.placeholders import parse_memory_refs
+
+
+def processes_with(marker: str) -> list[str]:
+    """Command lines of live processes that mention ``marker`` (zombies excluded)."""
+    out = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if marker in line and not line.lstrip().startswith("Z")]
+
+
+async def wait_until(condition, limit_s: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+    """Poll a condition (a process appearing is not an event we can await)."""
+    deadline = time.monotonic() + limit_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached")
+        await asyncio.sleep(0.05)
+
+
+def marker_seconds() -> str:
+    # A unique sleep duration identifies this test's processes in `ps`.
+    return f"{700 + uuid.uuid4().int % 9000}.{uuid.uuid4().int % 1000:03d}"
+
+
+async def test_timeout_kills_the_whole_process_tree(tmp_path: Path) -> None:
+    executor = LocalProcessGroupExecutor(timeout=1, work_dir=tmp_path)
+    marker = marker_seconds()
+    code = f"sleep {marker} &\nbash -c 'sleep {marker}' &\necho started\nsleep {marker}\n"
+
+    result = await executor.execute_code_blocks([CodeBlock(code, "bash")], CancellationToken())
+
+    assert result.exit_code == 124
+    assert result.timed_out
+    assert "started" in result.output
+    assert processes_with(f"sleep {marker}") == []
+
+
+async def test_background_children_of_a_finished_script_do_not_hang_or_survive(tmp_path: Path) -> None:
+    executor = LocalProcessGroupExecutor(timeout=30, work_dir=tmp_path)
+    marker = marker_seconds()
+
+    result = await executor.execute_code_blocks([CodeBlock(f"sleep {marker} &\necho done\n", "bash")], CancellationToken())
+
+    assert (result.exit_code, result.output, result.timed_out) == (0, "done\n", False)
+    assert processes_with(f"sleep {marker}") == []
+
+
+async def test_cancelling_the_token_kills_the_running_tree(tmp_path: Path) -> None:
+    executor = LocalProcessGroupExecutor(timeout=60, work_dir=tmp_path)
+    marker = marker_seconds()
+    token = CancellationToken()
+    task = asyncio.create_task(
+        executor.execute_code_blocks([CodeBlock(f"sleep {marker} &\nsleep {marker}\n", "bash")], token)
+    )
+    await wait_until(lambda: len(processes_with(f"sleep {marker}")) == 2)
+
+    token.cancel()
+    result = await task
+
+    assert result.exit_code == 125
+    assert processes_with(f"sleep {marker}") == []
+
+
+async def test_stdout_and_stderr_are_interleaved_and_nonzero_exit_stops_later_blocks(tmp_path: Path) -> None:
+    executor = LocalProcessGroupExecutor(timeout=30, work_dir=tmp_path)
+    blocks = [CodeBlock("echo one\necho two >&2\necho three\nexit 7\n", "bash"), CodeBlock("print('never')", "python")]
+
+    result = await executor.execute_code_blocks(blocks, CancellationToken())
+
+    assert result.exit_code == 7
+    assert result.output == "one\ntwo\nthree\n"
+
+
+async def test_output_beyond_the_cap_is_counted_not_kept(tmp_path: Path) -> None:
+    executor = LocalProcessGroupExecutor(timeout=30, work_dir=tmp_path, max_output_bytes=1000)
+
+    result = await executor.execute_code_blocks([CodeBlock("print('x' * 5000)", "python")], CancellationToken())
+
+    assert result.exit_code == 0
+    assert result.output == "x" * 1000
+    assert result.truncated
+    assert result.output_bytes == 5001
+
+
+async def test_code_runs_in_the_work_directory(tmp_path: Path) -> None:
+    executor = LocalProcessGroupExecutor(timeout=30, work_dir=tmp_path / "w")
+
+    result = await executor.execute_code_blocks([CodeBlock("import os; print(os.getcwd())", "python")], CancellationToken())
+
+    assert result.output.strip() == str((tmp_path / "w").resolve())
+
+
+async def test_executor_config_round_trips(tmp_path: Path) -> None:
+    executor = LocalProcessGroupExecutor(timeout=7, work_dir=tmp_path, max_output_bytes=4096)
+
+    loaded = LocalProcessGroupExecutor.load_component(executor.dump_component())
+
+    assert isinstance(loaded, LocalProcessGroupExecutor)
+    assert (loaded.timeout, loaded.work_dir, loaded.max_output_bytes) == (7, tmp_path, 4096)
+
+
+async def test_small_output_is_posted_inline_with_status(store: MemoryStore, user_id: str, tmp_path: Path) -> None:
+    agent = ExecutorAgent("executor", LocalProcessGroupExecutor(work_dir=tmp_path), store=store, user_id=user_id)
+
+    response = await agent.on_messages(
+        [TextMessage(content="```bash\necho hello\n```", source="coder")], CancellationToken()
+    )
+
+    assert response.chat_message.to_text().startswith("Exit code 0 (success)")
+    assert "hello" in response.chat_message.to_text()
+    assert await store.list(user_id=user_id) == []
+
+
+async def test_large_output_is_stored_and_only_placeholder_excerpt_and_status_are_posted(
+    store: MemoryStore, user_id: str, tmp_path: Path
+) -> None:
+    agent = ExecutorAgent(
+        "executor", LocalProcessGroupExecutor(work_dir=tmp_path), store=store, user_id=user_id, thread_id="t-9"
+    )
+    code = "```bash\nseq 1 20000\necho 'error: disk quota exceeded' >&2\nexit 2\n```"
+
+    items = [item async for item in agent.on_messages_stream([TextMessage(content=code, source="coder")], CancellationToken())]
+
+    stored = [i for i in items if isinstance(i, MemoryStoredEvent)]
+    executions = [i for i in items if isinstance(i, CodeExecutionEvent)]
+    posted = items[-1].chat_message.to_text()  # type: ignore[union-attr]
+    assert len(stored) == 1 and len(executions) == 1
+    assert executions[0].result.output == posted  # the event stream carries the compact form too
+    [ref] = parse_memory_refs(posted)
+    assert ref.key == stored[0].memory_key
+    assert "FAILED with exit code 2" in posted
+    assert "error: disk quota exceeded" in posted
+    assert len(posted) < 3000
+    full = await store.retrieve(ref.key, user_id=user_id)
+    assert full == "".join(f"{i}\n" for i in range(1, 20001)) + "error: disk quota exceeded\n"
+
+
+async def test_only_the_coders_code_runs(store: MemoryStore, user_id: str, tmp_path: Path) -> None:
+    agent = ExecutorAgent(
+        "executor", LocalProcessGroupExecutor(work_dir=tmp_path), store=store, user_id=user_id, sources=["coder"]
+    )
+
+    response = await agent.on_messages(
+        [TextMessage(content="```bash\ntouch pwned\n```", source="user")], CancellationToken()
+    )
+
+    assert "No code blocks" in response.chat_message.to_text()
+    assert not (tmp_path / "pwned").exists()
+
+
+async def test_cancelling_a_team_run_leaves_no_orphan_process(
+    store: MemoryStore, user_id: str, scripted_llm: ScriptedLLM
+) -> None:
+    marker = marker_seconds()
+    scripted_llm.add(f"```bash\nsleep {marker} &\npython3 -c 'import time; time.sleep({marker})'\n```")
+    session = await AgentBuilder(store, user_id, model_client=scripted_llm.model_client()).build()
+    token = CancellationToken()
+    seen: list[object] = []
+
+    async def consume() -> None:
+        async for item in session.run_stream("Run the long job.", cancellation_token=token):
+            seen.append(item)
+
+    run = asyncio.create_task(consume())
+    await wait_until(lambda: len(processes_with(marker)) == 2)
+    token.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    await session.close()
+
+    assert processes_with(marker) == []
+    assert not any(isinstance(i, TaskResult) for i in seen)
