@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -26,6 +27,10 @@ from chainlit_app.chat import ChatSession, memory_overview, search_overview
 from chainlit_app.runtime import close_store, database_url, get_store
 
 inspector.mount(server_app)
+
+# Chainlit logs INFO to stdout; AutoGen's INFO events would log every streamed token.
+for _name in ("autogen_core", "autogen_core.events", "autogen_agentchat", "httpx", "openai"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
 
 COMMANDS: list[dict[str, Any]] = [
     {"id": "Memories", "icon": "brain", "description": "What memory holds for this thread", "button": True},

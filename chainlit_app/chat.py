@@ -38,6 +38,7 @@ from autogen_agentchat.messages import (
 from autogen_core import CancellationToken
 
 from agent_memory import MemoryItem, MemoryNotFound, MemoryStore
+from agent_memory.agents import AgentSession
 from agent_memory.placeholders import parse_memory_refs
 from chainlit_app.inspector import thread_token_stats
 
@@ -69,6 +70,26 @@ def memory_table(items: list[MemoryItem], *, scores: bool = False) -> str:
     return "\n".join([head, rule, *rows])
 
 
+def executor_markdown(text: str, key: str | None) -> str:
+    """The executor's report for people: status, placeholder, excerpt as code, link to the full output.
+
+    The report of an offloaded output reads ``status / ... stored in memory: REF / Excerpt: / lines /
+    Read more ...``; anything else is shown verbatim as text.
+    """
+    lines = text.split("\n")
+    if key is None or "Excerpt:" not in lines:
+        return f"```text\n{text}\n```"
+    at = lines.index("Excerpt:")
+    end = max((i for i, line in enumerate(lines) if line.startswith("Read more with")), default=len(lines))
+    refs = parse_memory_refs(text)
+    ref = text[refs[0].start : refs[0].end] if refs else key
+    excerpt = "\n".join(lines[at + 1 : end])
+    return (
+        f"**{lines[0]}**\n\nThe output went to memory; the conversation keeps `{ref}` and this excerpt:\n\n"
+        f"```text\n{excerpt}\n```\n\n{content_link(key)}"
+    )
+
+
 class ChatSession:
     """The agents, memory and state of one Chainlit session (one user, one thread)."""
 
@@ -76,8 +97,7 @@ class ChatSession:
         self.user_id = user_id
         self.thread_id = thread_id
         self.store = store
-        self.team: Any = None
-        self.builder: Any = None
+        self.agents: AgentSession | None = None
         self.setup_error: str | None = None
         self._cancel: CancellationToken | None = None
 
@@ -90,11 +110,11 @@ class ChatSession:
             self.setup_error = problem
             await cl.Message(content=problem, author="agent-memory").send()
             return
-        from chainlit_app.ui_agent_builder import UIAgentBuilder  # type: ignore[attr-defined]
+        from chainlit_app.ui_agent_builder import UIAgentBuilder
 
         try:
-            self.builder = UIAgentBuilder(store=self.store, user_id=self.user_id, thread_id=self.thread_id)
-            self.team = await self.builder.build_ui_team()
+            builder = await UIAgentBuilder.for_session(self.store, user_id=self.user_id, thread_id=self.thread_id)
+            self.agents = await builder.build_session()
         except Exception as exc:  # a broken model config must not take the session down
             log.exception("could not build the team")
             self.setup_error = f"The agents could not be started: {type(exc).__name__}: {exc}"
@@ -112,7 +132,7 @@ class ChatSession:
     # ------------------------------------------------------------------------------------------ running
 
     async def run(self, task: str) -> None:
-        if self.team is None:
+        if self.agents is None:
             await cl.Message(
                 content=self.setup_error or "The agents are not available in this session.", author="agent-memory"
             ).send()
@@ -134,12 +154,10 @@ class ChatSession:
             await cl.Message(content=f"The run failed: {type(exc).__name__}: {exc}", author="agent-memory").send()
         finally:
             self._cancel = None
-            if self.builder is not None:
-                await self.builder.save(self.team)
 
     async def _stream(self, task: str) -> AsyncIterator[BaseAgentEvent | BaseChatMessage | TaskResult]:
-        assert self._cancel is not None
-        async for event in self.team.run_stream(task=task, cancellation_token=self._cancel):
+        assert self._cancel is not None and self.agents is not None
+        async for event in self.agents.run_stream(task, cancellation_token=self._cancel):
             yield event
 
     def stop(self) -> None:
@@ -149,8 +167,9 @@ class ChatSession:
 
     async def close(self) -> None:
         self.stop()
-        if self.builder is not None:
-            await self.builder.close()
+        if self.agents is not None:
+            await self.agents.close()
+            self.agents = None
 
     # ------------------------------------------------------------------------------------------ memory
 
@@ -172,6 +191,8 @@ class Renderer:
         self.stored: dict[str, str] = {}  # executor name -> key of the output it just stored
         self.tool_steps: dict[str, cl.Step] = {}
         self.last_text: str | None = None
+        self.last_text_step: cl.Step | None = None
+        self.last_author: str | None = None
         self.last_executor_text: str | None = None
 
     async def close_open_steps(self) -> None:
@@ -186,7 +207,7 @@ class Renderer:
         elif isinstance(event, ModelClientStreamingChunkEvent):
             step = self.streaming.get(event.source)
             if step is None:
-                step = cl.Step(name=event.source, type="llm")
+                step = cl.Step(name=event.source, type="llm", default_open=True)
                 await step.__aenter__()
                 self.streaming[event.source] = step
             await step.stream_token(event.content)
@@ -200,8 +221,8 @@ class Renderer:
             await self.tool_executed(event)
         elif isinstance(event, TextMessage):
             await self.text(event)
-        elif getattr(event, "type", "") in ("MemoryRecalledEvent", "MemoryExpandedEvent"):
-            await self.memory_recalled_by_context(event)
+        elif getattr(event, "type", "") == "MemoryContextEvent":
+            await self.context_event(event)
 
     async def text(self, message: TextMessage) -> None:
         if message.source == "user":
@@ -213,13 +234,16 @@ class Renderer:
         if step is not None:  # streamed: the step already holds the text; set the final form
             step.output = message.content
             await step.__aexit__(None, None, None)
-            return
-        async with cl.Step(name=message.source, type="llm") as new_step:
-            new_step.output = message.content
+        else:
+            step = cl.Step(name=message.source, type="llm", default_open=True)
+            async with step:
+                step.output = message.content
+        self.last_text_step = step
+        self.last_author = message.source
 
     async def memory_stored(self, event: Any) -> None:
         self.stored[event.source] = event.memory_key
-        async with cl.Step(name="🧠 stored in memory", type="tool") as step:
+        async with cl.Step(name=f"🧠 memory: stored {event.memory_key}", type="tool", icon="brain") as step:
             step.input = event.placeholder
             step.output = (
                 f"{event.token_count:,} tokens of {event.memory_type} went to memory; the context keeps only\n"
@@ -233,10 +257,8 @@ class Renderer:
         if key is None:
             refs = parse_memory_refs(text)
             key = refs[0].key if refs else None
-        async with cl.Step(name=event.source, type="tool") as step:
-            step.language = "text"
-            body = f"```text\n{text}\n```"
-            step.output = body + (f"\n\n{content_link(key)}" if key else "")
+        async with cl.Step(name=event.source, type="tool", icon="terminal", default_open=True) as step:
+            step.output = executor_markdown(text, key)
 
     async def tool_requested(self, event: ToolCallRequestEvent) -> None:
         streamed = self.streaming.pop(event.source, None)
@@ -244,8 +266,8 @@ class Renderer:
             await streamed.__aexit__(None, None, None)
         for call in event.content:
             recall = call.name in RECALL_TOOLS
-            name = f"🧠 recalled from memory: {call.name}" if recall else call.name
-            step = cl.Step(name=name, type="tool")
+            name = f"🧠 memory: recalled with {call.name}" if recall else call.name
+            step = cl.Step(name=name, type="tool", icon="brain" if call.name in MEMORY_TOOLS else None)
             step.language = "json"
             step.input = call.arguments
             await step.__aenter__()
@@ -262,16 +284,25 @@ class Renderer:
             step.output = result.content
             await step.__aexit__(None, None, None)
 
-    async def memory_recalled_by_context(self, event: Any) -> None:
-        key = getattr(event, "memory_key", "") or ", ".join(getattr(event, "keys", []) or [])
-        async with cl.Step(name="🧠 recalled from memory", type="tool") as step:
-            step.output = f"The memory context brought back `{key}` for this question."
+    async def context_event(self, event: Any) -> None:
+        """What the CodeAgent's MemoryContext did: stored a big message, expanded or recalled memories."""
+        keys = ", ".join(event.memory_keys) or "-"
+        if event.action == "stored":
+            name, text = f"🧠 memory: stored {keys}", f"Kept out of the context, in memory: {event.detail or keys}"
+        elif event.action == "expanded":
+            name, text = f"🧠 memory: expanded {keys}", "Your message refers to it: the relevant part is in context."
+        else:
+            name, text = f"🧠 memory: recalled {keys}", "Your memories that may answer this request are in context."
+        async with cl.Step(name=name, type="tool", icon="brain") as step:
+            step.output = text + "".join(f"\n\n{content_link(k)}" for k in event.memory_keys[:3])
 
     async def finish(self, result: TaskResult) -> None:
         await self.close_open_steps()
         answer = TERMINATE_RE.sub("", self.last_text or "").strip()
         if answer:
-            await cl.Message(content=answer).send()
+            if self.last_text_step is not None:  # the last turn becomes the answer message, not a step
+                await self.last_text_step.remove()
+            await cl.Message(content=answer, author=self.last_author or "assistant").send()
         elif result.stop_reason:
             await cl.Message(content=f"Run ended: {result.stop_reason}", author="agent-memory").send()
 

@@ -1,12 +1,31 @@
 """UIAgentBuilder: the agents' builder for the chat UI (seed 001, "Builder Update").
 
-Its ``build_model_context`` gives every agent a :class:`~agent_memory.MemoryContext` for the logged-in user
-and the current Chainlit thread, restored from PostgreSQL when the thread is resumed.
+:class:`UIAgentBuilder` is an :class:`~agent_memory.agents.AgentBuilder` bound to one Chainlit session: the
+logged-in user and the current thread. Its :meth:`~UIAgentBuilder.build_model_context` gives the CodeAgent a
+:class:`~agent_memory.MemoryContext` for exactly that user and thread, restored from the state saved in
+PostgreSQL, so a resumed thread continues with its placeholders intact. The UI also streams the model's
+tokens, so the team spec is the default one with streaming switched on (or ``AGENT_MEMORY_UI_TEAM_SPEC``:
+a spec file or the name of a row in the ``agents`` table).
+
+Example:
+    >>> async def on_chat_start(store, user, thread_id):            # doctest: +SKIP
+    ...     builder = await UIAgentBuilder.for_session(store, user_id=user, thread_id=thread_id)
+    ...     agents = await builder.build_session()
+    ...     async for event in agents.run_stream("list the files here"):
+    ...         ...
 """
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
+from autogen_core.model_context import ChatCompletionContext
+
+from agent_memory import MemoryContext, MemoryStore
+from agent_memory.agents import AgentBuilder, AgentSession, TeamSpec
 from agent_memory.agents.model_config import ModelConfigError, load_model_client
+from agent_memory.validation import check_identifier
 
 
 def model_setup_problem() -> str | None:
@@ -21,3 +40,60 @@ def model_setup_problem() -> str | None:
             "**Memories** / **Search** commands work without a model."
         )
     return None
+
+
+def streaming(spec: TeamSpec) -> TeamSpec:
+    """``spec`` with the CodeAgent's token streaming on (the UI shows the model writing)."""
+    return spec.model_copy(update={"code_agent": spec.code_agent.model_copy(update={"model_client_stream": True})})
+
+
+class UIAgentBuilder(AgentBuilder):
+    """An AgentBuilder for one Chainlit session: ``user_id`` is the logged-in user, ``thread_id`` the thread.
+
+    Args:
+        store: the UI process's memory store.
+        user_id: the identifier of the logged-in Chainlit user (never taken from the request).
+        thread_id: the Chainlit thread (``cl.context.session.thread_id``); memories and the saved context
+            state are keyed by it.
+        **kwargs: passed to :class:`AgentBuilder` (``spec``, ``model_client``, ``home``, ``runtime``...).
+    """
+
+    def __init__(self, store: MemoryStore, user_id: str, *, thread_id: str, **kwargs: Any) -> None:
+        super().__init__(store, user_id, **kwargs)
+        checked = check_identifier(thread_id, "thread_id")
+        assert checked is not None
+        self.thread_id = checked
+
+    @classmethod
+    async def for_session(cls, store: MemoryStore, *, user_id: str, thread_id: str, **kwargs: Any) -> UIAgentBuilder:
+        """A builder with the UI's team spec: ``AGENT_MEMORY_UI_TEAM_SPEC`` or the default, streaming on."""
+        if "spec" not in kwargs:
+            kwargs["spec"] = streaming(await AgentBuilder.load_spec(store, os.environ.get("AGENT_MEMORY_UI_TEAM_SPEC")))
+        return cls(store, user_id, thread_id=thread_id, **kwargs)
+
+    async def build_model_context(
+        self, *, agent_name: str, thread_id: str, reserved_tokens: int
+    ) -> ChatCompletionContext:
+        """A MemoryContext for the logged-in user and this thread, restored from PostgreSQL when it exists."""
+        if thread_id != self.thread_id:
+            raise ValueError(f"this builder serves thread {self.thread_id!r}, not {thread_id!r}")
+        spec = self.spec.context
+        budget = None if spec.token_budget is None else max(500, spec.token_budget - reserved_tokens)
+        context = MemoryContext(
+            store=self.store,
+            user_id=self.user_id,
+            agent_id=agent_name,
+            thread_id=self.thread_id,
+            offload_threshold_tokens=spec.offload_threshold_tokens,
+            token_budget=budget,
+            model_client=self.build_memory_model_client(),
+            first_use_max_tokens=spec.first_use_max_tokens,
+            keep_recent_full=spec.keep_recent_full,
+            autosave=True,  # every change is saved, so a reload or a restart resumes exactly here
+        )
+        await context.load()
+        return context
+
+    async def build_session(self) -> AgentSession:
+        """The CodeAgent + executor team of this user and thread."""
+        return await self.build(self.thread_id)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
@@ -37,6 +38,7 @@ ALICE, ALICE_PASSWORD = "alice", "alice-secret-password"
 BOB, BOB_PASSWORD = "bob", "bob-secret-password"
 BIG_COMMAND = "seq 1 3000 | sed 's/^/inventory row /'"
 BIG_OUTPUT = "".join(f"inventory row {i}\n" for i in range(1, 3001))
+SLOW_COMMAND = "sleep 937"
 KEY_RE = re.compile(r"\[MemoryRef: (?P<key>[A-Za-z0-9_.:-]+) - ")
 TIMEOUT_MS = 60_000
 
@@ -44,25 +46,34 @@ TIMEOUT_MS = 60_000
 # ---------------------------------------------------------------------------------------------- the model
 
 
-def _last_text(request: RecordedRequest) -> str:
-    content = request.messages[-1].get("content")
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content")
     return content if isinstance(content, str) else json.dumps(content)
+
+
+def _is_executor_report(text: str) -> bool:
+    return text.startswith(("Exit code", "FAILED", "TIMED OUT", "No code blocks", "Code execution"))
 
 
 def brain(request: RecordedRequest) -> Reply | str:
     """A code agent in miniature, deciding from what it was sent (like a model would)."""
-    last = request.messages[-1]
-    text = _last_text(request)
+    messages = request.messages
+    last = messages[-1]
     if last.get("role") == "tool":
         return "The last row of the inventory listing is `inventory row 3000`. TERMINATE"
-    if "[MemoryRef:" in text and ("Exit code" in text or "stored in memory" in text):
+    tasks = [_text(m) for m in messages if m.get("role") == "user" and not _is_executor_report(_text(m))]
+    task = tasks[-1] if tasks else ""
+    if _is_executor_report(_text(last)) and "[MemoryRef:" in _text(last) and "inventory" in task:
         return "The command printed 3000 inventory rows; the full listing is in memory. TERMINATE"
-    if "last row" in text:
+    if "last row" in task:
         keys = KEY_RE.findall(request.text)
-        return Reply.tool_call("retrieve_memory", {"key": keys[-1], "tail": 1})
-    if "inventory" in text:
+        return Reply.tool_call("retrieve_memory", {"key": keys[-1], "tail": 1}) if keys else "No listing. TERMINATE"
+    ran = _is_executor_report(_text(last)) and not _text(last).startswith("No code blocks")
+    if "slow job" in task and not ran:
+        return f"Running it.\n\n```bash\n{SLOW_COMMAND}\n```"
+    if "inventory" in task and not ran:
         return f"I'll list the inventory.\n\n```bash\n{BIG_COMMAND}\n```"
-    return "I can run commands for you. TERMINATE"
+    return "Done. TERMINATE"
 
 
 # ---------------------------------------------------------------------------------------------- fixtures
@@ -186,3 +197,132 @@ async def test_another_users_memory_is_not_found_through_the_api(alice: Page, ap
     response = await alice.context.request.delete(app + f"/memory-api/memories/{foreign}")
     assert response.status == 404
     assert await ui_store.retrieve(foreign, user_id=BOB) == "bob only\n"
+
+
+# ---------------------------------------------------------------------------------------------- chat
+
+
+class AliceThread:
+    """What the chat tests learn as they go (they run in file order and share Alice's tab)."""
+
+    thread_id: str = ""
+    key: str = ""
+
+
+async def send(page: Page, text: str) -> None:
+    box = page.locator("#chat-input")
+    await box.fill(text)
+    await box.press("Enter")
+
+
+async def test_a_large_command_output_shows_as_an_executor_step_with_a_memory_ref(
+    alice: Page, app: str, llm: ScriptedLLM, ui_store: MemoryStore
+) -> None:
+    await send(alice, "please list the inventory")
+    await expect(alice.get_by_text("The command printed 3000 inventory rows")).to_be_visible(timeout=TIMEOUT_MS)
+    match = re.search(r"/thread/([0-9a-f-]+)", alice.url)
+    assert match, alice.url
+    AliceThread.thread_id = match.group(1)
+
+    outputs = await ui_store.list(user_id=ALICE, memory_type="command_output", thread_id=AliceThread.thread_id)
+    assert len(outputs) == 1
+    AliceThread.key = outputs[0].memory_key
+    assert await ui_store.retrieve(AliceThread.key, user_id=ALICE) == BIG_OUTPUT
+
+    step_text = alice.locator("body")
+    await expect(step_text).to_contain_text(f"[MemoryRef: {AliceThread.key} - ", timeout=TIMEOUT_MS)
+    await expect(step_text).to_contain_text("inventory row 1")  # the excerpt
+    await expect(alice.get_by_text(f"memory: stored {AliceThread.key}")).to_be_visible()
+    # The page and the model got the placeholder + excerpt, never the middle of the output.
+    assert "inventory row 1500" not in await alice.content()
+    assert not [r for r in llm.requests if "inventory row 1500" in r.text]
+    await screenshot(alice, "03-executor-step")
+
+
+async def test_open_full_output_fetches_the_exact_output_from_the_store(alice: Page, app: str) -> None:
+    async with alice.context.expect_page() as opened:
+        await alice.get_by_role("link", name="Open full output").first.click()
+    page = await opened.value
+    await page.wait_for_load_state()
+    assert page.url.endswith(f"/memory-api/memories/{AliceThread.key}/content")
+    response = await alice.context.request.get(page.url)
+    assert await response.text() == BIG_OUTPUT
+    await page.close()
+
+
+async def test_the_stored_output_is_in_the_memory_inspector(alice: Page, app: str) -> None:
+    page = await alice.context.new_page()
+    await page.goto(f"{app}/memories?thread={AliceThread.thread_id}")
+    row = page.get_by_test_id("memory-row").filter(has_text=AliceThread.key)
+    await expect(row).to_be_visible(timeout=TIMEOUT_MS)
+    await expect(row).to_contain_text("command_output")
+    await expect(page.get_by_test_id("thread-stats")).to_contain_text("kept")
+    await row.click()
+    await expect(page.get_by_test_id("memory-content")).to_contain_text("inventory row 3000", timeout=TIMEOUT_MS)
+    await screenshot(page, "04-inspector-thread")
+    await page.close()
+
+
+async def test_the_memories_command_shows_tokens_kept_out_of_the_context(alice: Page) -> None:
+    await alice.locator("#command-Memories").click()
+    await send(alice, "this thread")
+    await expect(alice.get_by_text("memory kept")).to_be_visible(timeout=TIMEOUT_MS)
+    await expect(alice.get_by_text(AliceThread.key).last).to_be_visible()
+
+
+async def test_a_resumed_thread_continues_with_its_placeholders(alice: Page, app: str, llm: ScriptedLLM) -> None:
+    await alice.goto(f"{app}/thread/{AliceThread.thread_id}")
+    await expect(alice.get_by_text("The command printed 3000 inventory rows")).to_be_visible(timeout=TIMEOUT_MS)
+    before = len(llm.requests)
+    await send(alice, "what is the last row of that listing?")
+    await expect(alice.get_by_text("The last row of the inventory listing is")).to_be_visible(timeout=TIMEOUT_MS)
+    asked = llm.requests[before]
+    # The rebuilt MemoryContext still holds the placeholder (the model found the key in its context) ...
+    assert f"[MemoryRef: {AliceThread.key} - " in asked.text
+    assert "please list the inventory" in asked.text
+    # ... and still not the raw output.
+    assert "inventory row 1500" not in asked.text
+    await expect(alice.get_by_text("memory: recalled with retrieve_memory").last).to_be_visible()
+    await screenshot(alice, "05-resumed-thread")
+
+
+async def test_stop_cancels_the_run_and_kills_the_command(alice: Page) -> None:
+    import psutil
+
+    def sleepers() -> list[psutil.Process]:
+        found = []
+        for proc in psutil.process_iter(["cmdline"]):
+            cmdline = proc.info.get("cmdline") or []
+            if any(SLOW_COMMAND in part for part in cmdline) or cmdline[-2:] == SLOW_COMMAND.split():
+                found.append(proc)
+        return found
+
+    await send(alice, "please run the slow job")
+    await expect(alice.locator("#stop-button")).to_be_visible(timeout=TIMEOUT_MS)
+    await expect(alice.get_by_text(SLOW_COMMAND).last).to_be_visible(timeout=TIMEOUT_MS)
+    await alice.locator("#stop-button").click()
+    await expect(alice.get_by_text("Task manually stopped.")).to_be_visible(timeout=TIMEOUT_MS)
+    await expect(alice.locator("#stop-button")).to_have_count(0, timeout=TIMEOUT_MS)
+    for _ in range(100):  # process state of another process: poll (the kill is immediate, the reap is not)
+        if not sleepers():
+            break
+        await alice.wait_for_timeout(100)
+    assert sleepers() == []
+
+
+async def test_bob_sees_none_of_alices_threads_or_memories(bob_context: BrowserContext, app: str) -> None:
+    page = await bob_context.new_page()
+    await page.goto(app + "/")
+    await expect(page.get_by_text("No threads found")).to_be_visible(timeout=TIMEOUT_MS)
+    await expect(page.get_by_text("please list the inventory")).to_have_count(0)
+    response = await bob_context.request.get(f"{app}/project/thread/{AliceThread.thread_id}")
+    assert response.status in (401, 403, 404)
+    listed = await (await bob_context.request.get(app + "/memory-api/memories")).json()
+    assert AliceThread.key not in json.dumps(listed)
+    content = await bob_context.request.get(f"{app}/memory-api/memories/{AliceThread.key}/content")
+    assert content.status == 404
+    await page.goto(f"{app}/memories")
+    await expect(page.get_by_test_id("memory-row").filter(has_text=AliceThread.key)).to_have_count(0)
+    await expect(page.get_by_test_id("status")).to_contain_text("memor", timeout=TIMEOUT_MS)
+    await screenshot(page, "06-bob-inspector")
+    await page.close()
