@@ -66,6 +66,7 @@ from .context_state import (
     ContextState,
     OffloadedPart,
     ReferencedItem,
+    StateChanges,
     delete_context_state,
     load_context_state,
     save_context_state,
@@ -250,6 +251,8 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         self._model_client = model_client
         self._lock = asyncio.Lock()
         self._state = ContextState(entries=[ContextEntry(message=m) for m in initial_messages or []])
+        self._state.assign_ids()
+        self._changes = StateChanges()  # what the next save must write
         self._dirty = False  # state changed but not yet saved (database was unreachable)
         self._view: list[LLMMessage] | None = None  # get_messages() result until the next change
         self._retry_at = 0.0  # monotonic time before which get_messages() does not retry the database
@@ -319,7 +322,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
                 self._remove_entries(kind="expansion")
             entry = await self._intercept(message)
             await self._register_refs(entry)
-            self._state.entries.append(entry)
+            self._append(entry)
             if entry.parts:
                 self._advance_first_use_window()
             if isinstance(message, UserMessage):
@@ -347,6 +350,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         """Forget the conversation (the stored memories stay in the store)."""
         async with self._lock:
             self._state = ContextState()
+            self._changes.everything()
             self._messages = []
             self._view = None
             await self._autosave()
@@ -359,17 +363,21 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         """Restore a state from :meth:`save_state` (or AutoGen's ``{"messages": [...]}`` context state)."""
         async with self._lock:
             self._state = self._parse_state(state)
+            self._changes.everything()
             self._view = None
             await self._autosave()
 
     @staticmethod
     def _parse_state(state: Mapping[str, Any]) -> ContextState:
         if "entries" in state:
-            return ContextState.model_validate(state)
-        from autogen_core.model_context._chat_completion_context import ChatCompletionContextState
+            parsed = ContextState.model_validate(state)
+        else:
+            from autogen_core.model_context._chat_completion_context import ChatCompletionContextState
 
-        messages = ChatCompletionContextState.model_validate(state).messages
-        return ContextState(entries=[ContextEntry(message=m) for m in messages])
+            messages = ChatCompletionContextState.model_validate(state).messages
+            parsed = ContextState(entries=[ContextEntry(message=m) for m in messages])
+        parsed.assign_ids()
+        return parsed
 
     # ------------------------------------------------------------------ recall API
 
@@ -415,11 +423,12 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         if self.thread_id is None:
             raise ValueError("load() needs a thread_id")
         store = await self.get_store()
-        raw = await load_context_state(store.db.pool, self.user_id, self.thread_id, self.agent_id)
-        if raw is None:
+        loaded = await load_context_state(store.db.pool, self.user_id, self.thread_id, self.agent_id)
+        if loaded is None:
             return False
         async with self._lock:
-            self._state = self._parse_state(raw)
+            self._state = loaded
+            self._changes.clear()  # the database holds exactly this state
             self._view = None
             self._dirty = False
         return True
@@ -429,8 +438,8 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         if self.thread_id is None:
             raise ValueError("save() needs a thread_id")
         store = await self.get_store()
-        state = self._state.model_dump(mode="json")
-        await save_context_state(store.db.pool, self.user_id, self.thread_id, self.agent_id, state)
+        await save_context_state(store.db.pool, self.user_id, self.thread_id, self.agent_id, self._state, self._changes)
+        self._changes.clear()
         self._dirty = False
 
     async def delete_saved_state(self) -> None:
@@ -473,7 +482,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
                     self._retry_at = time.monotonic() + self._config.retry_interval_seconds
                     return
                 part.pending_content = None
-                entry.invalidate()
+                self._touched(entry)
                 self._view = None
                 changed = True
         if changed or self._dirty:
@@ -634,10 +643,26 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         for entry, part in live[: max(0, len(live) - keep)]:
             part.compacted = True
             part.first_use = None
-            entry.invalidate()
+            self._touched(entry)
+
+    def _append(self, entry: ContextEntry) -> None:
+        entry.id = self._state.next_entry_id
+        self._state.next_entry_id += 1
+        self._state.entries.append(entry)
+        self._changes.touch(entry)
+
+    def _touched(self, entry: ContextEntry) -> None:
+        """An entry changed in place: re-render it and save it again."""
+        entry.invalidate()
+        self._changes.touch(entry)
 
     def _remove_entries(self, kind: str) -> None:
-        kept = [e for e in self._state.entries if e.kind != kind]
+        kept: list[ContextEntry] = []
+        for e in self._state.entries:
+            if e.kind == kind:
+                self._changes.remove(e)
+            else:
+                kept.append(e)
         if len(kept) != len(self._state.entries):
             self._state.entries = kept
 
@@ -755,6 +780,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
             return
         for e in span:
             e.archive_key = key
+            self._changes.touch(e)
         self._view = None
 
     def _entry_groups(self) -> list[list[ContextEntry]]:
@@ -992,7 +1018,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         view = truncate_to_tokens(view, budget - 60)
         ref = format_memory_ref(part.key, part.description, part.tokens)
         note = SystemMessage(content=f"[Memory expansion for this request: {ref}, {how}]\n{view}")
-        self._state.entries.append(ContextEntry(message=note, kind="expansion"))
+        self._append(ContextEntry(message=note, kind="expansion"))
 
     @staticmethod
     def _is_ambiguous(text: str) -> bool:
@@ -1030,7 +1056,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
                 lines.append(f"- {format_memory_ref(item.memory_key, item.description, item.token_count)}")
         if lines:
             note = "[Possibly relevant memories of this user for the request above:]\n" + "\n".join(lines)
-            self._state.entries.append(ContextEntry(message=SystemMessage(content=note), kind="recall"))
+            self._append(ContextEntry(message=SystemMessage(content=note), kind="recall"))
 
     # ------------------------------------------------------------------ component config
 

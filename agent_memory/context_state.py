@@ -66,6 +66,8 @@ EntryKind = Literal["message", "expansion", "recall"]
 class ContextEntry(BaseModel):
     """One message of the context; ``parts`` say which of its slots were offloaded."""
 
+    id: int = -1
+    """Stable id within the context (assigned when added): the row key of the entry in PostgreSQL."""
     message: LLMMessage
     parts: list[OffloadedPart] = Field(default_factory=list)
     kind: EntryKind = "message"
@@ -90,26 +92,81 @@ class ContextState(BaseModel):
 
     version: int = STATE_VERSION
     entries: list[ContextEntry] = Field(default_factory=list)
+    next_entry_id: int = 0
     user_layer: SystemMessage | None = None
     user_layer_keys: list[str] = Field(default_factory=list)
     user_layer_loaded: bool = False
 
+    def assign_ids(self) -> None:
+        """Give entries without an id (older states, AutoGen states) consecutive ids."""
+        for entry in self.entries:
+            if entry.id < 0:
+                entry.id = self.next_entry_id
+                self.next_entry_id += 1
+            else:
+                self.next_entry_id = max(self.next_entry_id, entry.id + 1)
 
-# $1 user identifier, $2 thread id, $3 agent key ('' = none), $4 state JSON
-_SAVE_SQL = """
+    def header(self) -> dict[str, Any]:
+        """The state without its entries (those are saved one row each)."""
+        return self.model_dump(mode="json", exclude={"entries"})
+
+
+class StateChanges:
+    """What changed since the last save, so a save writes O(changes), not the whole conversation."""
+
+    def __init__(self) -> None:
+        self.replace_all = True  # the first save of a context object writes everything
+        self.upserts: set[int] = set()
+        self.deletes: set[int] = set()
+
+    def touch(self, entry: ContextEntry) -> None:
+        self.upserts.add(entry.id)
+        self.deletes.discard(entry.id)
+
+    def remove(self, entry: ContextEntry) -> None:
+        self.deletes.add(entry.id)
+        self.upserts.discard(entry.id)
+
+    def everything(self) -> None:
+        self.replace_all = True
+        self.upserts.clear()
+        self.deletes.clear()
+
+    def clear(self) -> None:
+        self.replace_all = False
+        self.upserts.clear()
+        self.deletes.clear()
+
+
+_USER_ID_SQL = """
 WITH found AS (SELECT id FROM "User" WHERE identifier = $1),
 created AS (
     INSERT INTO "User" (identifier) SELECT $1 WHERE NOT EXISTS (SELECT 1 FROM found)
     ON CONFLICT (identifier) DO NOTHING RETURNING id
 )
+SELECT coalesce((SELECT id FROM found), (SELECT id FROM created))
+"""
+
+_HEADER_SQL = """
 INSERT INTO agent_memory_contexts (user_id, thread_id, agent_key, state, updated_at)
-SELECT coalesce((SELECT id FROM found), (SELECT id FROM created)), $2, $3, $4, now()
+VALUES ($1, $2, $3, $4, now())
 ON CONFLICT (user_id, thread_id, agent_key) DO UPDATE SET state = EXCLUDED.state, updated_at = now()
 """
 
-_LOAD_SQL = """
-SELECT c.state FROM agent_memory_contexts c JOIN "User" u ON u.id = c.user_id
+_UPSERT_ENTRY_SQL = """
+INSERT INTO agent_memory_context_entries (user_id, thread_id, agent_key, entry_id, entry)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (user_id, thread_id, agent_key, entry_id) DO UPDATE SET entry = EXCLUDED.entry
+"""
+
+_LOAD_HEADER_SQL = """
+SELECT c.user_id, c.state FROM agent_memory_contexts c JOIN "User" u ON u.id = c.user_id
 WHERE u.identifier = $1 AND c.thread_id = $2 AND c.agent_key = $3
+"""
+
+_LOAD_ENTRIES_SQL = """
+SELECT entry FROM agent_memory_context_entries
+WHERE user_id = $1 AND thread_id = $2 AND agent_key = $3 ORDER BY entry_id
 """
 
 _DELETE_SQL = """
@@ -119,25 +176,68 @@ WHERE u.id = c.user_id AND u.identifier = $1 AND c.thread_id = $2 AND c.agent_ke
 
 
 async def save_context_state(
-    pool: asyncpg.Pool, user_id: str, thread_id: str, agent_id: str | None, state: dict[str, Any]
+    pool: asyncpg.Pool,
+    user_id: str,
+    thread_id: str,
+    agent_id: str | None,
+    state: ContextState,
+    changes: StateChanges,
 ) -> None:
-    """Upsert the state of (user, thread, agent)."""
-    for _attempt in range(3):
-        try:
-            await pool.execute(_SAVE_SQL, user_id, thread_id, agent_id or "", state)
-            return
-        except asyncpg.NotNullViolationError:
-            continue  # the user row was created concurrently by another session: it exists now
-    raise RuntimeError("could not save the context state: user row kept disappearing")
+    """Write the header and the changed entries of (user, thread, agent) in one transaction."""
+    agent_key = agent_id or ""
+    by_id = {e.id: e for e in state.entries}
+    async with pool.acquire() as conn, conn.transaction():
+        owner = None
+        for _attempt in range(3):  # NULL when another session created the user concurrently: read it again
+            owner = await conn.fetchval(_USER_ID_SQL, user_id)
+            if owner is not None:
+                break
+        if owner is None:
+            raise RuntimeError("could not save the context state: the user row could not be created")
+        await conn.execute(_HEADER_SQL, owner, thread_id, agent_key, state.header())
+        if changes.replace_all:
+            await conn.execute(
+                "DELETE FROM agent_memory_context_entries WHERE user_id = $1 AND thread_id = $2 AND agent_key = $3",
+                owner,
+                thread_id,
+                agent_key,
+            )
+            upserts = list(by_id)
+        else:
+            if changes.deletes:
+                await conn.execute(
+                    """DELETE FROM agent_memory_context_entries
+                       WHERE user_id = $1 AND thread_id = $2 AND agent_key = $3 AND entry_id = ANY($4::bigint[])""",
+                    owner,
+                    thread_id,
+                    agent_key,
+                    sorted(changes.deletes),
+                )
+            upserts = [i for i in sorted(changes.upserts) if i in by_id]
+        if upserts:
+            await conn.executemany(
+                _UPSERT_ENTRY_SQL,
+                [(owner, thread_id, agent_key, i, by_id[i].model_dump(mode="json")) for i in upserts],
+            )
 
 
 async def load_context_state(
     pool: asyncpg.Pool, user_id: str, thread_id: str, agent_id: str | None
-) -> dict[str, Any] | None:
+) -> ContextState | None:
     """The saved state of (user, thread, agent), or ``None``. Filters by user in SQL."""
-    value = await pool.fetchval(_LOAD_SQL, user_id, thread_id, agent_id or "")
-    return dict(value) if isinstance(value, dict) else None
+    agent_key = agent_id or ""
+    async with pool.acquire() as conn:
+        row = await conn.fetchrow(_LOAD_HEADER_SQL, user_id, thread_id, agent_key)
+        if row is None:
+            return None
+        header = dict(row["state"])
+        rows = await conn.fetch(_LOAD_ENTRIES_SQL, row["user_id"], thread_id, agent_key)
+    legacy = header.pop("entries", None) or []  # states saved whole by earlier versions
+    state = ContextState.model_validate({**header, "entries": [r["entry"] for r in rows] if rows else legacy})
+    state.assign_ids()
+    return state
 
 
 async def delete_context_state(pool: asyncpg.Pool, user_id: str, thread_id: str, agent_id: str | None) -> None:
+    """Delete the saved state (its entries go with it: ON DELETE CASCADE)."""
     await pool.execute(_DELETE_SQL, user_id, thread_id, agent_id or "")

@@ -157,9 +157,9 @@ ON CONFLICT (singleton) DO NOTHING;
 -- Section 2 (version 2): MemoryContext persistence (issue: MemoryContext)
 -- ---------------------------------------------------------------------------------------------------
 
--- One row per (user, thread, agent): the JSON state of a MemoryContext (agent_memory/context_state.py), saved
--- after each change so a resumed thread rebuilds exactly the same context (placeholders, excerpts, user
--- layer). thread_id is free-form (Chainlit "Thread".id or any id); agent_key is '' when the context has no
+-- One row per (user, thread, agent): the state of a MemoryContext (agent_memory/context_state.py) except its
+-- messages (next table), saved after each change so a resumed thread rebuilds exactly the same context
+-- (placeholders, excerpts, user layer). thread_id is free-form (Chainlit "Thread".id or any id); agent_key is '' when the context has no
 -- agent id. Deleting the user deletes their contexts.
 CREATE TABLE IF NOT EXISTS agent_memory_contexts (
     user_id    TEXT NOT NULL REFERENCES "User"("id") ON DELETE CASCADE,
@@ -169,6 +169,19 @@ CREATE TABLE IF NOT EXISTS agent_memory_contexts (
     created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
     updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
     PRIMARY KEY (user_id, thread_id, agent_key)
+);
+
+-- The context's messages, one row each (so saving after a change writes only what changed); the row above
+-- keeps the rest of the state (user layer, counters). entry_id is stable within the context.
+CREATE TABLE IF NOT EXISTS agent_memory_context_entries (
+    user_id   TEXT NOT NULL,
+    thread_id TEXT NOT NULL,
+    agent_key TEXT NOT NULL DEFAULT '',
+    entry_id  BIGINT NOT NULL,
+    entry     JSONB NOT NULL,
+    PRIMARY KEY (user_id, thread_id, agent_key, entry_id),
+    FOREIGN KEY (user_id, thread_id, agent_key)
+        REFERENCES agent_memory_contexts (user_id, thread_id, agent_key) ON DELETE CASCADE
 );
 
 UPDATE agent_memory_schema SET version = 2, applied_at = now() WHERE version < 2;

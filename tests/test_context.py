@@ -471,6 +471,22 @@ async def test_resumed_thread_rebuilds_the_same_context(store: MemoryStore, user
         await resumed.retrieve(key)
 
 
+async def test_resume_after_expansions_compaction_and_dropped_spans(store: MemoryStore, user_id: str) -> None:
+    thread = f"thread-{uuid.uuid4().hex[:8]}"
+    ctx = MemoryContext(store=store, user_id=user_id, thread_id=thread, token_budget=2500, keep_recent_full=1)
+    for i in range(8):
+        await ctx.add_message(UserMessage(content=f"run job_{i}.py please", source="user"))
+        await add_tool_turn(ctx, f"c{i}", big_log(150, marker=f"ERROR E70{i} in job_{i}.py", seed=f"j{i}"))
+        await ctx.add_message(UserMessage(content=f"why did job_{i}.py fail with E70{i}?", source="user"))
+        await ctx.add_message(AssistantMessage(content=f"job {i}: see E70{i}", source="agent"))
+    before = await ctx.get_messages()
+    assert any("Memory expansion" in str(m.content) for m in before)
+    assert any("omitted" in str(m.content) for m in before)
+    resumed = await MemoryContext.resume(store, user_id, thread, token_budget=2500, keep_recent_full=1)
+    assert await resumed.get_messages() == before
+    assert await resumed.save_state() == await ctx.save_state()
+
+
 async def test_resume_of_another_users_thread_is_empty(store: MemoryStore, user_id: str, other_user_id: str) -> None:
     thread = f"thread-{uuid.uuid4().hex[:8]}"
     ctx = MemoryContext(store=store, user_id=user_id, thread_id=thread)
