@@ -34,27 +34,17 @@ from .skills import Lesson, ProceduralMemory, ProceduralMemorySettings, Register
 
 SKILLS_PROMPT = """
 
-Procedural memory (learned skills): you have skills learned from code that worked before for this user.
-- Before writing code for a task, call search_skills with a short description of the task.{prefer}
-- If a skill fits, call use_skill with its name and parameters instead of writing code, and tell the user:
-  'I used the learned skill "<name>".'
-- search_skills also returns lessons from past failures on similar tasks; follow them.
-- When code you wrote worked and the task is likely to come again, call register_skill with a function named like
-  the skill whose parameters are the values that change, and tell the user: 'I created a reusable skill "<name>"
-  for similar requests.'"""
+Learned skills (code that worked before for this user):
+- Before writing code, call search_skills with a few words about the task; follow the lessons it returns.{prefer}
+- If a skill fits, call use_skill instead of writing code and tell the user: I used the learned skill "<name>".
+- When your code worked and the task may come again, call register_skill (a function named like the skill, the
+  values that change as parameters) and tell the user: I created a reusable skill "<name>"."""
 
-SEARCH_DESCRIPTION = (
-    "Search the skills learned for this user (code that worked before) and lessons from past failures. "
-    "Returns matching skills with their parameters (JSON Schema) and track record, best first."
-)
-USE_DESCRIPTION = (
-    "Run a learned skill by name with parameters (an object matching the skill's parameter schema). The code runs "
-    "exactly as stored, in the sandbox; returns its output. Tell the user you used the learned skill."
-)
+SEARCH_DESCRIPTION = "Find learned skills (code that worked before) and lessons from past failures for a task."
+USE_DESCRIPTION = "Run a learned skill with parameters matching its schema; returns the output."
 REGISTER_DESCRIPTION = (
-    "Save code that worked as a reusable skill. code: Python defining a top-level function named like the skill "
-    "(parameters typed, defaults for optional ones) that returns or prints the result; parameters: optional JSON "
-    "Schema (derived from the function signature when omitted). Re-registering a name makes a new version."
+    "Save code that worked as a skill: Python with a top-level function named like the skill, typed parameters "
+    "(defaults for optional ones), returning the result. Same name again: a new version."
 )
 
 
@@ -100,13 +90,9 @@ class SkillToolbox:
         self.memory = memory
         self.lessons = lessons
 
-    async def search_skills(
-        self,
-        query: Annotated[str, "what the task does, in a few words"],
-        limit: Annotated[int, "maximum number of skills"] = 3,
-    ) -> SkillSearchResult:
+    async def search_skills(self, query: Annotated[str, "the task in a few words"]) -> SkillSearchResult:
         try:
-            found = await self.memory.search_skills(query, limit=max(1, min(int(limit), 10)))
+            found = await self.memory.search_skills(query, limit=3)
             lessons = await self.memory.recall_lessons(query, limit=self.lessons) if self.lessons else []
         except ValueError:  # an unusable query (NUL...) finds nothing, like an unrelated one
             return SkillSearchResult()
@@ -114,8 +100,8 @@ class SkillToolbox:
 
     async def use_skill(
         self,
-        name: Annotated[str, "the skill's name, from search_skills"],
-        parameters: Annotated[dict[str, Any] | None, "parameters matching the skill's schema"] = None,
+        name: Annotated[str, "skill name"],
+        parameters: Annotated[dict[str, Any] | None, "parameter values"] = None,
     ) -> SkillRun | SkillToolMessage:
         try:
             run = await self.memory.use_skill(name, parameters or {})
@@ -127,17 +113,13 @@ class SkillToolbox:
 
     async def register_skill(
         self,
-        name: Annotated[str, "snake_case name, e.g. count_words"],
-        description: Annotated[str, "what it does and when to use it"],
-        code: Annotated[str, "the code that worked, as a function named like the skill"],
-        parameters: Annotated[dict[str, Any] | None, "JSON Schema of the parameters (optional)"] = None,
-        example_prompts: Annotated[list[str] | None, "requests this skill answers"] = None,
-        language: Annotated[str, "python or bash"] = "python",
+        name: Annotated[str, "snake_case name"],
+        description: Annotated[str, "what it does, when to use it"],
+        code: Annotated[str, "the Python code"],
     ) -> SkillToolMessage:
         try:
-            result: RegisterResult = await self.memory.register_skill(
-                name, description, code, parameters=parameters, example_prompts=example_prompts, language=language
-            )
+            # The parameter schema comes from the function's signature; the task wording is a first example.
+            result: RegisterResult = await self.memory.register_skill(name, description, code)
         except (SkillError, ValueError) as exc:
             return SkillToolMessage(ok=False, message=f"Skill {name!r} was not registered: {exc}", skill=name)
         skill = result.skill
@@ -178,8 +160,8 @@ def skills_system_message(settings: ProceduralMemorySettings | None) -> str:
     """The system-prompt addition for skills; ``""`` when procedural memory is disabled."""
     if settings is None or not settings.enabled:
         return ""
-    prefer = " Prefer a learned skill over new code." if settings.prefer_skills else ""
+    prefer = "\n- Prefer a learned skill over new code." if settings.prefer_skills else ""
     text = SKILLS_PROMPT.format(prefer=prefer)
     if not settings.auto_register_skills:
-        text = text.split("\n- When code you wrote worked")[0]
+        text = text.split("\n- When your code worked")[0]
     return text
