@@ -187,7 +187,16 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
             for deciding which items to expand); every LLM failure falls back to the deterministic rules.
         first_use_max_tokens: the newest offloaded items are shown in full up to this size ("first use").
         keep_recent_full: how many of the newest offloaded items keep their first-use view.
+        excerpt_max_tokens: size of the excerpt kept with each compacted placeholder.
+        expansion_max_tokens: cap of an expansion (also at most a quarter of ``token_budget``).
+        user_layer_max_tokens: budget of the user-layer system message (0 disables it).
+        recall_on_ambiguity: search the user's preferences/facts for short vague requests.
         autosave: save the state to PostgreSQL after each change (needs ``thread_id``).
+        llm_descriptions, llm_judge, llm_timeout_seconds: how ``model_client`` is used (see above).
+        retry_interval_seconds: while the database is down, ``get_messages`` retries at most this often.
+        database_url: where to open the store when ``store`` is ``None`` (else settings / embedded server).
+        initial_messages: messages to start with (kept as they are, like AutoGen's contexts).
+        skip_offload_tools: tools whose results are never offloaded (the memory tools' own views).
 
     Example:
         >>> ctx = MemoryContext(store=None, user_id="alice", thread_id="demo", token_budget=8000)
@@ -1051,7 +1060,8 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
                     content = " ".join((await self.retrieve(item.memory_key)).split())
                 except (MemoryNotFound, *DB_UNAVAILABLE_ERRORS):  # type: ignore[misc]
                     continue
-                lines.append(f"- {content} [{item.memory_key}]")
+                ref = format_memory_ref(item.memory_key, item.description or item.memory_type, item.token_count)
+                lines.append(f"- {content} {ref}")
             else:
                 lines.append(f"- {format_memory_ref(item.memory_key, item.description, item.token_count)}")
         if lines:
