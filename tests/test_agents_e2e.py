@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 from autogen_agentchat.base import TaskResult
-from autogen_agentchat.messages import TextMessage, ToolCallExecutionEvent
+from autogen_agentchat.messages import TextMessage
 from support.scripted_llm import RecordedRequest, Reply, ScriptedLLM, scripted_llm  # noqa: F401
 
 from agent_memory import MemoryNotFound, MemoryStore
@@ -39,7 +39,11 @@ def big_program(fact: str) -> str:
 def expected_output(fact: str) -> str:
     lines = []
     for i in range(1, N_LINES + 1):
-        lines.append(f"config: DEPLOY_TOKEN={fact}" if i == FACT_LINE else f"line {i:05d}: status ok checksum {i * 7919 % 100003:06d}")
+        lines.append(
+            f"config: DEPLOY_TOKEN={fact}"
+            if i == FACT_LINE
+            else f"line {i:05d}: status ok checksum {i * 7919 % 100003:06d}"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import time
 import uuid
@@ -58,7 +57,9 @@ async def test_background_children_of_a_finished_script_do_not_hang_or_survive(t
     executor = LocalProcessGroupExecutor(timeout=30, work_dir=tmp_path)
     marker = marker_seconds()
 
-    result = await executor.execute_code_blocks([CodeBlock(f"sleep {marker} &\necho done\n", "bash")], CancellationToken())
+    result = await executor.execute_code_blocks(
+        [CodeBlock(f"sleep {marker} &\necho done\n", "bash")], CancellationToken()
+    )
 
     assert (result.exit_code, result.output, result.timed_out) == (0, "done\n", False)
     assert processes_with(f"sleep {marker}") == []
@@ -104,7 +105,9 @@ async def test_output_beyond_the_cap_is_counted_not_kept(tmp_path: Path) -> None
 async def test_code_runs_in_the_work_directory(tmp_path: Path) -> None:
     executor = LocalProcessGroupExecutor(timeout=30, work_dir=tmp_path / "w")
 
-    result = await executor.execute_code_blocks([CodeBlock("import os; print(os.getcwd())", "python")], CancellationToken())
+    result = await executor.execute_code_blocks(
+        [CodeBlock("import os; print(os.getcwd())", "python")], CancellationToken()
+    )
 
     assert result.output.strip() == str((tmp_path / "w").resolve())
 
@@ -138,7 +141,10 @@ async def test_large_output_is_stored_and_only_placeholder_excerpt_and_status_ar
     )
     code = "```bash\nseq 1 20000\necho 'error: disk quota exceeded' >&2\nexit 2\n```"
 
-    items = [item async for item in agent.on_messages_stream([TextMessage(content=code, source="coder")], CancellationToken())]
+    items = [
+        item
+        async for item in agent.on_messages_stream([TextMessage(content=code, source="coder")], CancellationToken())
+    ]
 
     stored = [i for i in items if isinstance(i, MemoryStoredEvent)]
     executions = [i for i in items if isinstance(i, CodeExecutionEvent)]

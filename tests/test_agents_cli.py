@@ -1,0 +1,129 @@
+"""``agent-memory chat`` as a user runs it: a real subprocess, real PostgreSQL, the scripted model over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from support.scripted_llm import Reply, ScriptedLLM, scripted_llm  # noqa: F401
+
+from agent_memory import MemoryStore
+from agent_memory.placeholders import parse_memory_refs
+
+
+def chat_env(server: ScriptedLLM, database_url: str, home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AGENT_MEMORY_MODEL"))}
+    env.update(
+        OPENAI_BASE_URL=server.base_url,
+        OPENAI_API_KEY="test-key",
+        AGENT_MEMORY_MODEL="gpt-4o",
+        AGENT_MEMORY_DATABASE_URL=database_url,
+        AGENT_MEMORY_HOME=str(home),
+    )
+    return env
+
+
+def run_chat(args: list[str], env: dict[str, str], stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agent_memory.cli", "chat", *args],
+        input=stdin, capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+
+
+def test_chat_streams_events_with_memory_markers(
+    scripted_llm: ScriptedLLM, database_url: str, tmp_path: Path, user_id: str
+) -> None:
+    scripted_llm.add(
+        "```bash\nseq 1 5000\n```",
+        lambda req: Reply.tool_call(
+            "retrieve_memory", {"key": parse_memory_refs(req.contents()[-1])[-1].key, "grep": "^4242$"}
+        ),  # fmt: skip
+        "Line 4242 is there. TERMINATE",
+    )
+
+    done = run_chat(["--user", user_id, "-m", "count to 5000"], chat_env(scripted_llm, database_url, tmp_path))
+
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "[memory stored] cmd_" in out
+    assert "[memory recall] coder -> retrieve_memory(" in out
+    assert "coder> Line 4242 is there. TERMINATE" in out
+    assert "--- turn finished" in out
+    assert "\n2500\n" not in out  # the raw output is never printed (only its excerpt: head and tail)
+
+
+def test_chat_reads_stdin_lines_and_json_mode_emits_one_object_per_event(
+    scripted_llm: ScriptedLLM, database_url: str, tmp_path: Path, user_id: str
+) -> None:
+    scripted_llm.add("Hello! TERMINATE", "Still here. TERMINATE")
+
+    done = run_chat(["--user", user_id, "--json"], chat_env(scripted_llm, database_url, tmp_path), stdin="hi\nagain\n")
+
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    texts = [e.get("content") for e in events if e.get("type") == "TextMessage"]
+    assert texts == ["hi", "Hello! TERMINATE", "again", "Still here. TERMINATE"]
+    assert [e["type"] for e in events].count("TaskResult") == 2
+
+
+def test_chat_without_model_configuration_says_what_to_set(database_url: str, tmp_path: Path, user_id: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AGENT_MEMORY_MODEL"))}
+    env.update(AGENT_MEMORY_DATABASE_URL=database_url, AGENT_MEMORY_HOME=str(tmp_path))
+
+    done = run_chat(["--user", user_id, "-m", "hi"], env)
+
+    assert done.returncode == 2
+    assert "OPENAI_API_KEY" in done.stderr
+    assert "AGENT_MEMORY_MODEL_CONFIG" in done.stderr
+
+
+def test_chat_needs_a_user(database_url: str, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "AGENT_MEMORY_USER"}
+    env.update(AGENT_MEMORY_DATABASE_URL=database_url, AGENT_MEMORY_HOME=str(tmp_path))
+
+    done = run_chat(["-m", "hi"], env)
+
+    assert done.returncode == 2
+    assert "--user" in done.stderr
+
+
+async def test_ctrl_c_cancels_the_running_turn_and_kills_the_command(
+    scripted_llm: ScriptedLLM, database_url: str, tmp_path: Path, user_id: str, store: MemoryStore
+) -> None:
+    marker = f"{800 + uuid.uuid4().int % 9000}.{uuid.uuid4().int % 1000:03d}"
+    scripted_llm.add(f"```bash\nsleep {marker} &\nsleep {marker}\n```", "Back after the cancel. TERMINATE")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent_memory.cli", "chat", "--user", user_id],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=chat_env(scripted_llm, database_url, tmp_path),
+    )  # fmt: skip
+    assert proc.stdin is not None
+    proc.stdin.write("start the long job\n")
+    proc.stdin.flush()
+
+    def sleepers() -> list[str]:
+        out = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True).stdout
+        return [ln for ln in out.splitlines() if f"sleep {marker}" in ln and not ln.lstrip().startswith("Z")]
+
+    deadline = time.monotonic() + 60
+    while len(sleepers()) < 2:  # polling: a process appearing is not something we can await
+        assert time.monotonic() < deadline, "the command never started"
+        await asyncio.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, err = await asyncio.to_thread(proc.communicate, "are you there?\n", 60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+    assert proc.returncode == 0, err
+    assert "[cancelled]" in out
+    assert "coder> Back after the cancel. TERMINATE" in out
+    assert sleepers() == []
