@@ -18,6 +18,9 @@ from agent_memory import MemoryStore
 from agent_memory.config import Settings
 from agent_memory.db import start_embedded_server
 
+# The scripted OpenAI-compatible LLM server fixture (`scripted_llm`), see tests/support/scripted_llm.py.
+pytest_plugins = ["support.scripted_llm"]
+
 
 @pytest.fixture(scope="session")
 def agent_memory_home(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -11,7 +11,7 @@ from autogen_agentchat.teams import RoundRobinGroupChat, SelectorGroupChat
 from autogen_core import CancellationToken
 from autogen_core.model_context import ChatCompletionContext, UnboundedChatCompletionContext
 from autogen_core.models import SystemMessage, UserMessage
-from support.scripted_llm import ScriptedLLM, scripted_llm  # noqa: F401
+from support.scripted_llm import ScriptedLLM
 
 from agent_memory import MemoryContext, MemoryStore
 from agent_memory.agents import AgentBuilder, CodeAgent, TeamSpec

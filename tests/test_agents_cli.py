@@ -12,7 +12,7 @@ import time
 import uuid
 from pathlib import Path
 
-from support.scripted_llm import Reply, ScriptedLLM, scripted_llm  # noqa: F401
+from support.scripted_llm import Reply, ScriptedLLM
 
 from agent_memory import MemoryStore
 from agent_memory.placeholders import parse_memory_refs
@@ -44,7 +44,7 @@ def test_chat_streams_events_with_memory_markers(
         "```bash\nseq 1 5000\n```",
         lambda req: Reply.tool_call(
             "retrieve_memory", {"key": parse_memory_refs(req.contents()[-1])[-1].key, "grep": "^4242$"}
-        ),  # fmt: skip
+        ),
         "Line 4242 is there. TERMINATE",
     )
 
@@ -99,7 +99,7 @@ async def test_ctrl_c_cancels_the_running_turn_and_kills_the_command(
 ) -> None:
     marker = f"{800 + uuid.uuid4().int % 9000}.{uuid.uuid4().int % 1000:03d}"
     scripted_llm.add(f"```bash\nsleep {marker} &\nsleep {marker}\n```", "Back after the cancel. TERMINATE")
-    proc = subprocess.Popen(
+    proc = subprocess.Popen(  # noqa: ASYNC220 (driven with communicate() in a thread below)
         [sys.executable, "-m", "agent_memory.cli", "chat", "--user", user_id],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=chat_env(scripted_llm, database_url, tmp_path),

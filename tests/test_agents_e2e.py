@@ -14,7 +14,7 @@ import uuid
 import pytest
 from autogen_agentchat.base import TaskResult
 from autogen_agentchat.messages import TextMessage
-from support.scripted_llm import RecordedRequest, Reply, ScriptedLLM, scripted_llm  # noqa: F401
+from support.scripted_llm import RecordedRequest, Reply, ScriptedLLM
 
 from agent_memory import MemoryNotFound, MemoryStore
 from agent_memory.agents import CODE_AGENT_SYSTEM_MESSAGE, AgentBuilder, MemoryStoredEvent, TeamSpec

@@ -13,7 +13,7 @@ from autogen_agentchat.base import TaskResult
 from autogen_agentchat.messages import CodeExecutionEvent, TextMessage
 from autogen_core import CancellationToken
 from autogen_core.code_executor import CodeBlock
-from support.scripted_llm import ScriptedLLM, scripted_llm  # noqa: F401
+from support.scripted_llm import ScriptedLLM
 
 from agent_memory import MemoryStore
 from agent_memory.agents import AgentBuilder, ExecutorAgent, LocalProcessGroupExecutor, MemoryStoredEvent

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from autogen_core.models import UserMessage
 from autogen_ext.models.openai import OpenAIChatCompletionClient
-from support.scripted_llm import ScriptedLLM, scripted_llm  # noqa: F401
+from support.scripted_llm import ScriptedLLM
 
 from agent_memory.agents import ModelConfigError, load_memory_model_client, load_model_client
 
