@@ -35,7 +35,8 @@ from .skills import Lesson, ProceduralMemory, ProceduralMemorySettings, Register
 SKILLS_PROMPT = """
 
 Learned skills (code that worked before for this user):
-- Before writing code, call search_skills with a few words about the task; follow the lessons it returns.{prefer}
+- When the conversation lists learned skills that match the request, call use_skill directly. Otherwise, before
+  writing code, call search_skills with a few words about the task. Follow the lessons they show.{prefer}
 - If a skill fits, call use_skill instead of writing code and tell the user: I used the learned skill "<name>".
 - When your code worked and the task may come again, call register_skill (a function named like the skill, the
   values that change as parameters) and tell the user: I created a reusable skill "<name>"."""

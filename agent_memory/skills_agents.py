@@ -30,12 +30,16 @@ from autogen_agentchat.messages import (
     TextMessage,
     ToolCallRequestEvent,
 )
-from autogen_core.models import ChatCompletionClient
+from autogen_core import CancellationToken
+from autogen_core.memory import Memory, MemoryContent, MemoryMimeType, MemoryQueryResult, UpdateContextResult
+from autogen_core.model_context import ChatCompletionContext
+from autogen_core.models import ChatCompletionClient, SystemMessage, UserMessage
 from autogen_core.tools import BaseTool
+from pydantic import BaseModel
 
 from .agents.builder import AgentBuilder
 from .agents.spec import TeamSpec
-from .skill_tools import skill_tools, skills_system_message
+from .skill_tools import SkillSearchResult, skill_tools, skills_system_message
 from .skills import ProceduralMemory, ProceduralMemorySettings, RegisterResult
 from .store import MemoryStore
 
@@ -110,6 +114,103 @@ class SkillsAgentBuilder(AgentBuilder):
 
     def procedural_memory(self, agent_name: str, thread_id: str) -> ProceduralMemory | None:
         return skills_of(self, agent_name, thread_id)
+
+
+HINT_HEADER = "Learned skills that match this request (call use_skill directly; no need to search):"
+LESSON_HEADER = "Lessons from past failures on similar tasks (follow them):"
+
+
+class SkillHintsConfig(BaseModel):
+    """Configuration of :class:`SkillHints` (informational: the component holds a live store)."""
+
+    user_id: str
+    agent_id: str
+    limit: int = 3
+
+
+class SkillHints(Memory):
+    """AutoGen ``Memory`` that puts matching skills and lessons in front of the model when a user asks something.
+
+    Before the agent's first model call of a turn, AgentChat calls :meth:`update_context`; when the newest message is
+    the user's (not the executor's output), the user's words are searched against this agent's skills and lessons
+    (deterministic: full-text + trigram, no model) and, if anything matches, one system note lists them. The model
+    can then call ``use_skill`` at once instead of ``search_skills`` first: one request fewer per reuse (seed 004,
+    context injection). Nothing matches: nothing is added.
+
+    Example:
+        >>> hints = [SkillHints(skills)]
+        >>> agent = AssistantAgent("coder", client, tools=skill_tools(skills), memory=hints)  # doctest: +SKIP
+    """
+
+    component_type = "memory"
+    component_config_schema = SkillHintsConfig
+
+    def __init__(self, memory: ProceduralMemory, *, limit: int = 3) -> None:
+        self.memory = memory
+        self.limit = limit
+
+    async def hint(self, text: str) -> tuple[str, list[MemoryContent]]:
+        """The note for ``text`` ("" when nothing matches) and what it lists."""
+        skills = await self.memory.search_skills(text, limit=self.limit)
+        lessons = await self.memory.recall_lessons(text, limit=self.limit)
+        if not skills and not lessons:
+            return "", []
+        parts: list[str] = []
+        if skills:
+            listing = SkillSearchResult(skills=[s.summary() for s in skills]).render().split("\n", 1)[1]
+            parts += [HINT_HEADER, listing]
+        if lessons:
+            parts += [LESSON_HEADER, *(lesson.render() for lesson in lessons)]
+        contents = [
+            MemoryContent(content=s.name, mime_type=MemoryMimeType.TEXT,
+                          metadata={"kind": "skill", "relevance": s.relevance, "version": s.version})
+            for s in skills
+        ] + [
+            MemoryContent(content=lesson.key, mime_type=MemoryMimeType.TEXT, metadata={"kind": "lesson"})
+            for lesson in lessons
+        ]  # fmt: skip
+        return "\n".join(parts), contents
+
+    async def update_context(self, model_context: ChatCompletionContext) -> UpdateContextResult:
+        messages = await model_context.get_messages()
+        last = messages[-1] if messages else None
+        if not (isinstance(last, UserMessage) and last.source == "user" and isinstance(last.content, str)):
+            return UpdateContextResult(memories=MemoryQueryResult(results=[]))
+        note, contents = await self.hint(last.content)
+        if not note or any(isinstance(m, SystemMessage) and m.content == note for m in messages):
+            return UpdateContextResult(memories=MemoryQueryResult(results=[]))
+        await model_context.add_message(SystemMessage(content=note))
+        return UpdateContextResult(memories=MemoryQueryResult(results=contents))
+
+    async def query(
+        self, query: str | MemoryContent, cancellation_token: CancellationToken | None = None, **kwargs: Any
+    ) -> MemoryQueryResult:
+        text = query if isinstance(query, str) else str(query.content)
+        return MemoryQueryResult(results=(await self.hint(text))[1])
+
+    async def add(self, content: MemoryContent, cancellation_token: CancellationToken | None = None) -> None:
+        raise NotImplementedError("skills are added with register_skill / ProceduralMemory.register_skill")
+
+    async def clear(self) -> None:
+        raise NotImplementedError("skills are removed with ProceduralMemory.delete / prune")
+
+    async def close(self) -> None:
+        return None
+
+    def _to_config(self) -> SkillHintsConfig:
+        return SkillHintsConfig(user_id=self.memory.user_id, agent_id=self.memory.agent_id, limit=self.limit)
+
+    @classmethod
+    def _from_config(cls, config: SkillHintsConfig) -> SkillHints:
+        raise NotImplementedError(
+            "SkillHints needs a live ProceduralMemory; build it with skill_hints_for(builder, ...)"
+        )
+
+
+def skill_hints_for(builder: AgentBuilder, agent_name: str, thread_id: str) -> list[Memory] | None:
+    """The CodeAgent's ``memory=``: :class:`SkillHints` when procedural memory is enabled, else None."""
+    memory = skills_of(builder, agent_name, thread_id)
+    return [SkillHints(memory)] if memory is not None else None
 
 
 def _last_successful_python(messages: Sequence[BaseAgentEvent | BaseChatMessage], coder: str) -> str | None:

@@ -64,7 +64,7 @@ def final_answer(request: RecordedRequest) -> str:
 
 def use_found_skill(n: int) -> Callable[[RecordedRequest], Reply]:
     def reply(request: RecordedRequest) -> Reply:
-        found = re.search(r"^- (\w+) \(v\d+", request.messages[-1]["content"], re.MULTILINE)
+        found = re.search(r"^- (\w+) \(v\d+", "\n".join(request.contents()), re.MULTILINE)
         assert found, "search_skills found nothing"
         return Reply.tool_call("use_skill", {"name": found.group(1), "parameters": {"n": n}})
 

@@ -1,7 +1,8 @@
 """The CodeAgent team with procedural memory, against the scripted OpenAI-compatible server.
 
 A repeated task: the first run writes code (the executor runs it) and registers it as a skill; the second run
-finds the skill and uses it: fewer model requests, fewer prompt tokens, no code written, the same result.
+sees the matching skill listed (SkillHints) and uses it: fewer model requests, fewer prompt tokens, no code
+written, the same result.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from support.scripted_llm import RecordedRequest, Reply, ScriptedLLM, scripted_l
 from agent_memory import MemoryStore
 from agent_memory.agents.builder import AgentBuilder
 from agent_memory.skills import ProceduralMemorySettings
-from agent_memory.skills_agents import SkillsAgentBuilder, learn_from_run
+from agent_memory.skills_agents import HINT_HEADER, SkillsAgentBuilder, learn_from_run
 
 TASK = "What is the sum of the squares of the integers from 1 to 1000?"
 FUNCTION = "def sum_of_squares(n: int = 1000) -> int:\n    return sum(i * i for i in range(1, n + 1))\n"
@@ -40,7 +41,7 @@ def final_answer(note: str) -> Callable[[RecordedRequest], str]:
 
 def use_found_skill(request: RecordedRequest) -> Reply:
     """Call use_skill with the first skill search_skills returned (as a model would)."""
-    found = re.search(r"^- (\w+) \(v\d+", request.messages[-1]["content"], re.MULTILINE)
+    found = re.search(r"^- (\w+) \(v\d+", "\n".join(request.contents()), re.MULTILINE)
     assert found, request.messages[-1]
     return Reply.tool_call("use_skill", {"name": found.group(1), "parameters": {"n": 1000}})
 
@@ -56,11 +57,8 @@ def first_run_script() -> list[Any]:
 
 
 def second_run_script() -> list[Any]:
-    return [
-        Reply.tool_call("search_skills", {"query": "sum of squares of integers 1 to n"}),
-        use_found_skill,
-        final_answer('I used the learned skill "sum_of_squares".'),
-    ]
+    # The matching skill is already listed in the first request (SkillHints): no search_skills call needed.
+    return [use_found_skill, final_answer('I used the learned skill "sum_of_squares".')]
 
 
 def final_text(result: TaskResult) -> str:
@@ -99,7 +97,9 @@ async def test_second_run_reuses_the_skill_with_fewer_requests_and_tokens(
     # The second run wrote no code and the executor ran nothing; the skill ran in the sandbox instead.
     assert not any(isinstance(m, CodeExecutionEvent) for m in second.messages)
     assert not any("```" in m.content for m in second.messages if isinstance(m, TextMessage) and m.source == "coder")
-    assert (len(first_requests), len(second_requests)) == (4, 3)
+    assert (len(first_requests), len(second_requests)) == (4, 2)
+    assert HINT_HEADER not in first_requests[0].text
+    assert HINT_HEADER in "\n".join(second_requests[0].contents())
     first_tokens = sum(r.prompt_tokens for r in first_requests)
     second_tokens = sum(r.prompt_tokens for r in second_requests)
     assert second_tokens < first_tokens
@@ -174,3 +174,35 @@ async def test_any_agent_builder_gets_skills_from_the_environment(
     session = await AgentBuilder(store, user_id, model_client=scripted_llm.model_client(), home=tmp_path).build("t")
     await session.close()
     assert {"search_skills", "use_skill", "register_skill"} <= {t.name for t in session.code_agent.tools}
+
+
+async def test_skill_hints_note_only_user_requests_that_match_once(
+    store: MemoryStore, user_id: str, tmp_path: Path
+) -> None:
+    from autogen_core.model_context import UnboundedChatCompletionContext
+    from autogen_core.models import SystemMessage, UserMessage
+
+    from agent_memory.skills import ProceduralMemory
+    from agent_memory.skills_agents import SkillHints
+
+    skills = ProceduralMemory(store, user_id=user_id, agent_id="coder", settings=ENABLED, work_dir=tmp_path)
+    await skills.register_skill("sum_of_squares", "Sum of the squares of the integers from 1 to n", FUNCTION)
+    hints = SkillHints(skills)
+    context = UnboundedChatCompletionContext()
+
+    await context.add_message(UserMessage(content="Exit code 0. Output: sum of squares", source="executor"))
+    assert (await hints.update_context(context)).memories.results == []  # executor output: no hint
+
+    await context.add_message(UserMessage(content=TASK, source="user"))
+    result = await hints.update_context(context)
+    assert [m.content for m in result.memories.results] == ["sum_of_squares"]
+    note = (await context.get_messages())[-1]
+    assert isinstance(note, SystemMessage) and note.content.startswith(HINT_HEADER)
+    assert "- sum_of_squares (v1, 0 runs): Sum of the squares of the integers from 1 to n" in note.content
+    assert '"n": {"type": "integer", "default": 1000}' in note.content
+
+    await context.add_message(UserMessage(content=TASK, source="user"))
+    assert (await hints.update_context(context)).memories.results == []  # same note already there
+    await context.add_message(UserMessage(content="resize the profile pictures", source="user"))
+    assert (await hints.update_context(context)).memories.results == []  # nothing matches: nothing added
+    assert sum(isinstance(m, SystemMessage) for m in await context.get_messages()) == 1

@@ -312,7 +312,7 @@ class AgentBuilder:
         prompt = spec.system_message if spec.system_message is not None else CODE_AGENT_SYSTEM_MESSAGE
         if spec.extra_instructions:
             prompt = f"{prompt.rstrip()}\n\n{spec.extra_instructions.strip()}\n"
-        from ..skills_agents import add_procedural_memory  # skills (agent_memory/skills_agents.py); off by default
+        from ..skills_agents import add_procedural_memory, skill_hints_for  # skills (skills_agents.py); off by default
 
         tools, prompt = add_procedural_memory(self, spec.name, thread_id, tools, prompt)
         reserved = (
@@ -327,6 +327,7 @@ class AgentBuilder:
             system_message=prompt,
             max_tool_iterations=spec.max_tool_iterations,
             model_client_stream=spec.model_client_stream,
+            memory=skill_hints_for(self, spec.name, thread_id),  # learned-skill hints; None when disabled
         )
 
     def build_executor_agent(self, thread_id: str, code_executor: CodeExecutor) -> ExecutorAgent:

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from autogen_agentchat.agents import AssistantAgent
+from autogen_core.memory import Memory
 from autogen_core.model_context import ChatCompletionContext
 from autogen_core.models import ChatCompletionClient, LLMMessage, SystemMessage, UserMessage
 from autogen_core.tools import BaseTool
@@ -73,6 +74,7 @@ class CodeAgent(AssistantAgent):
         tools: explicit tools (replaces the memory tools; pass ``memory_tools(...) + mine`` to add some).
         system_message: replaces :data:`CODE_AGENT_SYSTEM_MESSAGE`; ``extra_instructions`` appends to it.
         max_tool_iterations: memory look-ups the agent may chain before it must answer.
+        memory: AutoGen ``Memory`` objects consulted before each turn (e.g. learned-skill hints).
     """
 
     def __init__(
@@ -90,6 +92,7 @@ class CodeAgent(AssistantAgent):
         description: str = CODE_AGENT_DESCRIPTION,
         max_tool_iterations: int = 8,
         model_client_stream: bool = False,
+        memory: Sequence[Memory] | None = None,
     ) -> None:
         if tools is None:
             if store is None or user_id is None:
@@ -108,6 +111,7 @@ class CodeAgent(AssistantAgent):
             model_client_stream=model_client_stream,
             reflect_on_tool_use=True,
             max_tool_iterations=max_tool_iterations,
+            memory=list(memory) if memory else None,
         )
 
     @property
