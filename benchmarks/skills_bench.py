@@ -6,7 +6,8 @@ model does:
 
 * skills off (baseline): write the code -> the executor runs it -> answer (every run).
 * skills on, first run: search_skills (nothing) -> write the code -> executor -> register_skill -> answer.
-* skills on, later runs: search_skills (finds it) -> use_skill (runs the stored code) -> answer.
+* skills on, later runs: the matching skill is listed before the first call (SkillHints, no model involved)
+  -> use_skill (runs the stored code) -> answer.
   The last repetition asks for another ``n`` (parameter reuse, not a cached answer).
 
 Figures per run: model requests, prompt tokens (counted like OpenAI does for chat, tiktoken), completion tokens
@@ -28,6 +29,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,36 +48,95 @@ from agent_memory.skills import ProceduralMemorySettings
 from agent_memory.skills_agents import SkillsAgentBuilder
 from agent_memory.tokens import count_tokens
 
-FUNCTION = "def sum_of_squares(n: int = 1000) -> int:\n    return sum(i * i for i in range(1, n + 1))\n"
+
+@dataclass(frozen=True)
+class BenchTask:
+    """A task the scripted model solves with ``function`` (called with ``n``)."""
+
+    label: str
+    skill: str
+    function: str
+    description: str
+    question: str  # with {n}
+    expected: Callable[[int], str]
+
+    def code_reply(self, n: int) -> str:
+        return f"I'll compute it.\n```python\n{self.function}\nprint({self.skill}({n}))\n```"
+
+    def search(self) -> Reply:
+        return Reply.tool_call("search_skills", {"query": self.description})
+
+    def register(self) -> Reply:
+        return Reply.tool_call("register_skill", {"name": self.skill, "code": self.function,
+                                                  "description": self.description})  # fmt: skip
 
 
-def task(n: int) -> str:
-    return f"What is the sum of the squares of the integers from 1 to {n}?"
+SMALL = BenchTask(
+    label="2-line function",
+    skill="sum_of_squares",
+    function="def sum_of_squares(n: int = 1000) -> int:\n    return sum(i * i for i in range(1, n + 1))\n",
+    description="Sum of the squares of the integers from 1 to n",
+    question="What is the sum of the squares of the integers from 1 to {n}?",
+    expected=lambda n: str(sum(i * i for i in range(1, n + 1))),
+)
+
+_PRIMES = [1000003, 999983, 999979, 999961, 999959, 999953, 999931, 999917, 999907, 999883]
 
 
-def code_reply(n: int) -> str:
-    return f"I'll compute it.\n```python\n{FUNCTION}\nprint(sum_of_squares({n}))\n```"
+def _checksum_function(steps: int = 40) -> str:
+    lines = [
+        "def power_checksums(n: int = 1000) -> str:",
+        '    """Checksums of 1..n: for each step, the sum of v**k modulo a prime, then a rolling digest."""',
+        "    values = list(range(1, n + 1))",
+        "    results: list[int] = []",
+        "    digest = 0",
+    ]
+    for k in range(1, steps + 1):
+        p = _PRIMES[k % len(_PRIMES)]
+        lines += [
+            f"    # step {k}: sum of the {k}-th powers modulo {p}, folded into the digest",
+            f"    step_{k} = sum(pow(v, {k}, {p}) for v in values) % {p}",
+            f"    digest = (digest * 31 + step_{k}) % {_PRIMES[0]}",
+            f"    results.append(step_{k})",
+        ]
+    lines.append('    return f"{digest}:{sum(results)}"')
+    return "\n".join(lines) + "\n"
+
+
+def _checksum_expected(n: int, steps: int = 40) -> str:
+    values = range(1, n + 1)
+    digest, total = 0, 0
+    for k in range(1, steps + 1):
+        p = _PRIMES[k % len(_PRIMES)]
+        step = sum(pow(v, k, p) for v in values) % p
+        digest = (digest * 31 + step) % _PRIMES[0]
+        total += step
+    return f"{digest}:{total}"
+
+
+_CHECKSUMS = _checksum_function()
+LARGE = BenchTask(
+    label=f"{_CHECKSUMS.count(chr(10))}-line function",
+    skill="power_checksums",
+    function=_CHECKSUMS,
+    description="Power checksums (40 modular power sums and a rolling digest) of the integers from 1 to n",
+    question="Compute the 40 power checksums of the integers from 1 to {n}.",
+    expected=_checksum_expected,
+)
 
 
 def final_answer(request: RecordedRequest) -> str:
     outputs = re.findall(r"Output:\n(\S+)", "\n".join(request.contents()))
-    return f"The sum is {outputs[-1]}. TERMINATE"
+    return f"The result is {outputs[-1]}. TERMINATE"
 
 
 def use_found_skill(n: int) -> Callable[[RecordedRequest], Reply]:
     def reply(request: RecordedRequest) -> Reply:
         found = re.search(r"^- (\w+) \(v\d+", "\n".join(request.contents()), re.MULTILINE)
-        assert found, "search_skills found nothing"
+        assert found, "no skill was listed"
         return Reply.tool_call("use_skill", {"name": found.group(1), "parameters": {"n": n}})
 
     return reply
-
-
-SEARCH = Reply.tool_call("search_skills", {"query": "sum of squares of integers 1 to n"})
-REGISTER = Reply.tool_call(
-    "register_skill",
-    {"name": "sum_of_squares", "code": FUNCTION, "description": "Sum of the squares of the integers from 1 to n"},
-)
 
 
 def completion_tokens(reply: Reply | None) -> int:
@@ -87,13 +148,15 @@ def completion_tokens(reply: Reply | None) -> int:
     return total
 
 
-async def one_run(builder: SkillsAgentBuilder, llm: ScriptedLLM, script: list[Any], n: int) -> dict[str, Any]:
+async def one_run(
+    builder: SkillsAgentBuilder, llm: ScriptedLLM, bench: BenchTask, script: list[Any], n: int
+) -> dict[str, Any]:
     before = len(llm.requests)
     llm.add(*script)
     session = await builder.build(thread_id=uuid.uuid4().hex)
     started = time.perf_counter()
     try:
-        result: TaskResult = await session.run(task(n))
+        result: TaskResult = await session.run(bench.question.format(n=n))
     finally:
         await session.close()
     wall = time.perf_counter() - started
@@ -107,12 +170,12 @@ async def one_run(builder: SkillsAgentBuilder, llm: ScriptedLLM, script: list[An
         "code_blocks": sum(t.count("```python") for t in coder_texts),
         "executor_runs": sum(isinstance(m, CodeExecutionEvent) for m in result.messages),
         "wall_s": wall,
-        "correct": str(sum(i * i for i in range(1, n + 1))) in answer,
+        "correct": bench.expected(n) in answer,
     }
 
 
 async def scenario(
-    store: MemoryStore, llm: ScriptedLLM, home: Path, *, skills: bool, runs: int
+    store: MemoryStore, llm: ScriptedLLM, home: Path, bench: BenchTask, *, skills: bool, runs: int
 ) -> list[dict[str, Any]]:
     user = f"bench-{uuid.uuid4().hex[:8]}"
     settings = ProceduralMemorySettings(enabled=skills)
@@ -121,12 +184,12 @@ async def scenario(
     for i in range(runs):
         n = 2000 if i == runs - 1 and runs > 2 else 1000
         if not skills:
-            script: list[Any] = [code_reply(n), final_answer]
+            script: list[Any] = [bench.code_reply(n), final_answer]
         elif i == 0:
-            script = [SEARCH, code_reply(n), REGISTER, final_answer]
-        else:
-            script = [SEARCH, use_found_skill(n), final_answer]
-        out.append({"run": i + 1, "n": n, **await one_run(builder, llm, script, n)})
+            script = [bench.search(), bench.code_reply(n), bench.register(), final_answer]
+        else:  # the matching skill is listed in the first request (SkillHints): straight to use_skill
+            script = [use_found_skill(n), final_answer]
+        out.append({"run": i + 1, "n": n, **await one_run(builder, llm, bench, script, n)})
     assert not llm.errors, llm.errors
     return out
 
@@ -142,61 +205,85 @@ def table(rows: list[dict[str, Any]], label: str) -> list[str]:
     return lines
 
 
+def summary(bench: BenchTask, baseline: list[dict[str, Any]], learned: list[dict[str, Any]]) -> list[str]:
+    mean = statistics.fmean
+    reuse = learned[1:]
+
+    def row(label: str, key: str, fmt: str, scale: float = 1.0) -> str:
+        cells = [
+            mean(r[key] for r in baseline[1:]) * scale,
+            learned[0][key] * scale,
+            mean(r[key] for r in reuse) * scale,
+        ]
+        return f"| {bench.label} | {label} | " + " | ".join(format(c, fmt) for c in cells) + " |"
+
+    return [
+        row("model requests", "requests", ".1f"),
+        row("prompt tokens", "prompt_tokens", ",.0f"),
+        row("completion tokens", "completion_tokens", ",.0f"),
+        row("code blocks written", "code_blocks", ".1f"),
+        row("wall (ms)", "wall_s", ".0f", 1000),
+    ]
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=5, help="repetitions of the task per scenario (>= 2)")
+    parser.add_argument("--runs", type=int, default=5, help="repetitions of each task per scenario (>= 3)")
     parser.add_argument("--database-url", help="PostgreSQL URL (default: a throwaway embedded server)")
     parser.add_argument("--no-write", action="store_true", help="print only; do not update RESULTS.md")
     args = parser.parse_args()
     url = await throwaway_database_url(args.database_url)
     store = await MemoryStore.open(url, settings=Settings(database_url=url))
     home = Path(tempfile.mkdtemp(prefix="am-skills-bench-"))
+    results: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
     try:
         with ScriptedLLM() as llm:
-            baseline = await scenario(store, llm, home, skills=False, runs=args.runs)
-            learned = await scenario(store, llm, home, skills=True, runs=args.runs)
+            for bench in (SMALL, LARGE):
+                baseline = await scenario(store, llm, home, bench, skills=False, runs=args.runs)
+                learned = await scenario(store, llm, home, bench, skills=True, runs=args.runs)
+                results[bench.label] = (baseline, learned)
     finally:
         await store.close()
 
-    reuse = learned[1:]
-    mean = statistics.fmean
+    small_off, small_on = results[SMALL.label]
+    all_correct = all(r["correct"] for pair in results.values() for rows in pair for r in rows)
+    large_code_tokens = count_tokens(LARGE.function)
     body = [
         "## Procedural memory: a repeated task with and without skills (benchmarks/skills_bench.py)",
         "",
         f"Machine: {machine()}. The real CodeAgent + executor team (AgentBuilder) against the scripted "
-        'OpenAI-compatible server; code and skills run for real in the sandbox. Task: "What is the sum of the '
-        f'squares of the integers from 1 to n?", {args.runs} runs per scenario, each in a new thread; the last '
-        "run asks for n=2000 (the skill is reused with another parameter). Prompt tokens are counted like OpenAI "
-        "counts chat requests (tiktoken); completion tokens are the tokens of what the scripted model returned "
-        "(code, or tool-call arguments). Wall time is with an instant model: it measures our side only.",
+        "OpenAI-compatible server; code and skills run for real in the sandbox. Each task runs "
+        f"{args.runs} times per scenario, each time in a new thread; the last run asks for n=2000 instead of 1000 "
+        "(the skill is reused with another parameter, not a cached answer). Skills off: the model writes the code, "
+        "the executor runs it, the model answers. Skills on: the first run searches (nothing), writes the code, "
+        "registers it, answers; later runs see the skill listed before the first call (SkillHints, no model "
+        "involved), call use_skill and answer. Prompt tokens are counted like OpenAI counts chat requests "
+        "(tiktoken); completion tokens are the tokens of what the scripted model returned (code, or tool-call "
+        "arguments). Wall time is with an instant model, so it measures our side only.",
+        "",
+        'Task "What is the sum of the squares of the integers from 1 to n?" (a 2-line function), every run:',
         "",
         "| scenario | run | model requests | prompt tokens | completion tokens | code blocks written | executor runs "
         "| wall (ms) | right answer |",
         "|---|---|---|---|---|---|---|---|---|",
-        *table(baseline, "skills off"),
-        *table(learned, "skills on"),
+        *table(small_off, "skills off"),
+        *table(small_on, "skills on"),
         "",
-        "Summary (means over runs 2..N):",
+        f"Summary, means over runs 2..N; second task: a {LARGE.function.count(chr(10))}-line function "
+        f"({large_code_tokens:,} tokens of code) computing 40 modular power checksums:",
         "",
-        "| | skills off | skills on, first run | skills on, reuse |",
-        "|---|---|---|---|",
-        f"| model requests | {mean(r['requests'] for r in baseline[1:]):.1f} | {learned[0]['requests']} | "
-        f"{mean(r['requests'] for r in reuse):.1f} |",
-        f"| prompt tokens | {mean(r['prompt_tokens'] for r in baseline[1:]):,.0f} | {learned[0]['prompt_tokens']:,} | "
-        f"{mean(r['prompt_tokens'] for r in reuse):,.0f} |",
-        f"| completion tokens | {mean(r['completion_tokens'] for r in baseline[1:]):.0f} | "
-        f"{learned[0]['completion_tokens']} | {mean(r['completion_tokens'] for r in reuse):.0f} |",
-        f"| code blocks written | {mean(r['code_blocks'] for r in baseline[1:]):.1f} | {learned[0]['code_blocks']} | "
-        f"{mean(r['code_blocks'] for r in reuse):.1f} |",
-        f"| wall (ms) | {mean(r['wall_s'] for r in baseline[1:]) * 1000:.0f} | {learned[0]['wall_s'] * 1000:.0f} | "
-        f"{mean(r['wall_s'] for r in reuse) * 1000:.0f} |",
+        "| task | | skills off | skills on, first run | skills on, reuse |",
+        "|---|---|---|---|---|",
+        *summary(SMALL, *results[SMALL.label]),
+        *summary(LARGE, *results[LARGE.label]),
         "",
-        "Reading: against its own first run, reuse saves one request and the code generation; against a team "
-        "without skills it writes no code (no completion tokens spent on code, the same code runs every time) but "
-        "costs one more request (search_skills, then use_skill) and the skill tools' schemas (~370 tokens) and prompt "
-        "(~120 tokens) on every request. What reuse buys is determinism (the same stored code runs, no regeneration) "
-        "and no code output tokens, which grows with the size of the code a task needs; for a two-line task like "
-        "this one it costs more prompt tokens than it saves.",
+        ("Every run of every scenario gave the right answer. " if all_correct else "SOME RUNS GAVE A WRONG ANSWER. ")
+        + "Reading: reuse writes no code (no completion tokens "
+        "spent on code; the same stored code runs every time) and makes half the requests of the skill's first "
+        "run. Against a team without skills it makes as many requests; every request carries the skill tools' "
+        "schemas (~370 tokens) and the skills prompt (~130 tokens), so for the 2-line task prompt tokens are "
+        "higher with skills, while for the long function (whose code a team without skills regenerates and then "
+        "carries in its context) reuse costs fewer prompt tokens and far fewer completion tokens.",
     ]
     text = "\n".join(body)
     print(text)
