@@ -8,6 +8,7 @@ from .context import MemoryContext, MemoryContextConfig
 from .errors import AgentMemoryError, DatabaseUnavailable, MemoryNotFound
 from .models import MemoryItem, MemoryStats
 from .placeholders import format_memory_ref, parse_memory_refs
+from .skills import ProceduralMemory, ProceduralMemorySettings
 from .store import MemoryStore
 
 __all__ = [
@@ -19,6 +20,8 @@ __all__ = [
     "MemoryNotFound",
     "MemoryStats",
     "MemoryStore",
+    "ProceduralMemory",
+    "ProceduralMemorySettings",
     "format_memory_ref",
     "parse_memory_refs",
 ]
