@@ -248,3 +248,19 @@ async def test_a_command_that_times_out_is_reported_as_timed_out(
     assert "TIMED OUT" in seen
     assert "exit code 124" in seen
     assert "waiting" in seen
+
+
+async def test_streaming_coder_runs_the_same_scenario_and_streams_chunks(
+    store: MemoryStore, user_id: str, scripted_llm: ScriptedLLM
+) -> None:
+    fact = f"ibis-{uuid.uuid4().hex[:6]}"
+    script_big_output_scenario(scripted_llm, fact)
+    spec = TeamSpec.model_validate({"code_agent": {"model_client_stream": True}})
+    builder = AgentBuilder(store, user_id, spec=spec, model_client=scripted_llm.model_client())
+
+    events, result = await run_turn(builder, "Print the report and find the token.")
+
+    assert fact in result.messages[-1].to_text()
+    assert any(type(e).__name__ == "ModelClientStreamingChunkEvent" for e in events)
+    assert all(r.body.get("stream") is True for r in scripted_llm.requests)
+    assert scripted_llm.errors == []
