@@ -924,13 +924,13 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         if not idents or not candidates:
             return {}
         wanted = sorted(idents, key=len, reverse=True)[:20]
-        keys = [p.key for p in candidates[-50:] if p.key]
+        keys = [p.key for p in candidates[-30:] if p.key]  # the newest items; each scanned up to 1 MB
         try:
             store = await self.get_store()
             rows = await store.db.pool.fetch(
                 """SELECT m.memory_key,
                           ARRAY(SELECT i FROM unnest($3::text[]) AS i
-                                WHERE strpos(lower(left(m.content, 2000000)), i) > 0) AS hits
+                                WHERE strpos(lower(left(m.content, 1000000)), i) > 0) AS hits
                    FROM agent_memories m JOIN "User" u ON u.id = m.user_id
                    WHERE u.identifier = $1 AND m.memory_key = ANY($2::text[]) AND m.is_active""",
                 self.user_id,

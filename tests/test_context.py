@@ -528,6 +528,25 @@ async def test_component_config_round_trip(store: MemoryStore, user_id: str, dat
         await loaded.close()
 
 
+async def test_component_config_keeps_the_memory_model_client(store: MemoryStore, user_id: str) -> None:
+    from autogen_ext.models.openai import OpenAIChatCompletionClient
+
+    client = OpenAIChatCompletionClient(model="gpt-4o-mini", api_key="test", base_url="http://127.0.0.1:9/v1")
+    ctx = MemoryContext(store=store, user_id=user_id, model_client=client, llm_judge=True)
+    loaded = MemoryContext.load_component(json.loads(ctx.dump_component().model_dump_json()))
+    assert isinstance(loaded._model_client, OpenAIChatCompletionClient)
+    assert loaded._model_client.dump_component().config["model"] == "gpt-4o-mini"
+    assert loaded._to_config().llm_judge is True
+
+
+async def test_initial_messages_are_kept_as_given(store: MemoryStore, user_id: str) -> None:
+    initial = small_conversation()
+    ctx = MemoryContext(store=store, user_id=user_id, initial_messages=initial)
+    assert await ctx.get_messages() == initial
+    await ctx.add_message(UserMessage(content="next", source="user"))
+    assert (await ctx.get_messages())[-1] == UserMessage(content="next", source="user")
+
+
 # ---------------------------------------------------------------------------------------------- forged refs
 
 
