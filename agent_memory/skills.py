@@ -908,12 +908,20 @@ class ProceduralMemory:
     async def record_failure_lesson(
         self, task: str, error: str, fix: str, *, thread_id: str | None = None, tags: Sequence[str] = ()
     ) -> str:
-        """Store "when ``task`` fails with ``error``, do ``fix``" as a ``lesson`` memory tagged failure-derived."""
+        """Store "when ``task`` fails with ``error``, do ``fix``" as a ``lesson`` memory tagged failure-derived.
+
+        Returns the lesson's memory key; the same lesson recorded again returns the existing key.
+        """
         for value, what in ((task, "task"), (fix, "fix")):
             if not isinstance(value, str) or not value.strip():
                 raise SkillError(f"a lesson needs a non-empty {what}")
         error_line = _error_summary(error or "") or ""
         content = f"When: {task.strip()}\nError: {error_line}\nDo: {fix.strip()}\n"
+        sha = hashlib.sha256(content.encode("utf-8")).hexdigest()
+        for item in await self.store.list(user_id=self.user_id, memory_type="lesson", agent_id=self.agent_id,
+                                          limit=10_000):  # fmt: skip
+            if item.content_sha256 == sha:
+                return item.memory_key
         return await self.store.store(
             content, user_id=self.user_id, agent_id=self.agent_id, thread_id=thread_id, memory_type="lesson",
             description=f"Lesson: when {_clip(task, 120)} -> {_clip(fix, 120)}",

@@ -240,3 +240,31 @@ async def test_stats_count_runs_by_status(store: MemoryStore, user_id: str, tmp_
     assert (stats.total, stats.by_status, stats.executions, stats.success_rate) == (
         2, {"active": 1, "disabled": 1}, 1, 1.0,
     )  # fmt: skip
+
+
+async def test_big_output_is_stored_in_memory_and_only_an_excerpt_returned(
+    store: MemoryStore, user_id: str, tmp_path: Path
+) -> None:
+    skills = memory(store, user_id, tmp_path, max_output_chars=1000)
+    await skills.register_skill(
+        "many_lines", "Print many numbered lines", "for i in range(5000):\n    print('line', i)\n"
+    )
+    run = await skills.use_skill("many_lines")
+    assert run.success and run.truncated and run.memory_key is not None
+    assert len(run.output) < 1000 and "line 0" in run.output and "line 4999" in run.output
+    full = await store.retrieve(run.memory_key, user_id=user_id)
+    assert full == "".join(f"line {i}\n" for i in range(5000))
+    assert f"Full output stored as {run.memory_key}" in run.render()
+
+
+async def test_concurrent_registrations_respect_the_limit(store: MemoryStore, user_id: str, tmp_path: Path) -> None:
+    import asyncio
+
+    skills = memory(store, user_id, tmp_path, max_skills_per_user=3)
+    code = "def f_{0}(x: int) -> int:\n    return x + {0}\n"
+    results = await asyncio.gather(
+        *(skills.register_skill(f"f_{i}", f"add {i}", code.format(i)) for i in range(8)), return_exceptions=True
+    )
+    assert sum(not isinstance(r, Exception) for r in results) == 3
+    assert all(isinstance(r, SkillLimitReached) for r in results if isinstance(r, Exception))
+    assert len(await skills.list_skills()) == 3

@@ -164,3 +164,12 @@ async def test_export_import_round_trip_through_skill_md_folders(
     # importing again changes nothing
     assert [r.action for r in await target.import_skills(tmp_path / "export")] == ["unchanged", "unchanged"]
     assert read_skill_folder(tmp_path / "export" / "greet-sh").code == 'echo "hi $name"\n'
+
+
+async def test_the_same_lesson_recorded_twice_is_stored_once(store: MemoryStore, user_id: str, tmp_path: Path) -> None:
+    skills = memory(store, user_id, tmp_path)
+    first = await skills.record_failure_lesson("parse the billing CSV", "UnicodeDecodeError", "use latin-1")
+    again = await skills.record_failure_lesson("parse the billing CSV", "UnicodeDecodeError", "use latin-1")
+    other = await skills.record_failure_lesson("parse the billing CSV", "UnicodeDecodeError", "use cp1252")
+    assert first == again != other
+    assert len(await store.list(user_id=user_id, memory_type="lesson")) == 2
