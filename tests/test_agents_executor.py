@@ -195,3 +195,57 @@ async def test_cancelling_a_team_run_leaves_no_orphan_process(
 
     assert processes_with(marker) == []
     assert not any(isinstance(i, TaskResult) for i in seen)
+
+
+async def test_code_does_not_see_secrets_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-value")
+    monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", "postgresql://u:pw@db/x")
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-123")
+    monkeypatch.setenv("HARMLESS_SETTING", "visible")
+    executor = LocalProcessGroupExecutor(timeout=30, work_dir=tmp_path, extra_env={"GIVEN": "yes"})
+
+    result = await executor.execute_code_blocks([CodeBlock("env", "bash")], CancellationToken())
+
+    assert "sk-secret-value" not in result.output
+    assert "postgresql://" not in result.output
+    assert "tok-123" not in result.output
+    assert "HARMLESS_SETTING=visible" in result.output
+    assert "GIVEN=yes" in result.output
+
+
+async def test_binary_output_is_escaped_and_flagged(store: MemoryStore, user_id: str, tmp_path: Path) -> None:
+    agent = ExecutorAgent("executor", LocalProcessGroupExecutor(work_dir=tmp_path), store=store, user_id=user_id)
+
+    response = await agent.on_messages(
+        [TextMessage(content="```python\nimport sys\nsys.stdout.buffer.write(b'ok \\xff\\xfe')\n```", source="coder")],
+        CancellationToken(),
+    )
+
+    text = response.chat_message.to_text()
+    assert "ok \\xff\\xfe" in text
+    assert "not valid UTF-8" in text
+
+
+async def test_cap_inside_a_multibyte_character_is_not_reported_as_binary(tmp_path: Path) -> None:
+    executor = LocalProcessGroupExecutor(timeout=30, work_dir=tmp_path, max_output_bytes=1001)
+
+    result = await executor.execute_code_blocks([CodeBlock("print('é' * 1000)", "python")], CancellationToken())
+
+    assert result.truncated and not result.not_utf8
+    assert result.output == "é" * 500
+
+
+async def test_docker_executor_without_the_docker_package_says_how_to_install_it(
+    store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("autogen_ext")
+    try:
+        import docker  # noqa: F401
+
+        pytest.skip("the docker package is installed here")
+    except ImportError:
+        pass
+    monkeypatch.setenv("AGENT_MEMORY_EXECUTOR", "docker")
+
+    with pytest.raises(RuntimeError, match="autogen-ext\\[docker\\]"):
+        AgentBuilder(store, user_id).build_code_executor("t1")

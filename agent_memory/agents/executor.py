@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import sys
 import time
@@ -73,6 +74,7 @@ class ExecutionResult(CommandLineCodeResult):
     truncated: bool = False
     output_bytes: int = 0
     languages: tuple[str, ...] = ()
+    not_utf8: bool = False
 
 
 class LocalProcessGroupExecutorConfig(BaseModel):
@@ -82,6 +84,24 @@ class LocalProcessGroupExecutorConfig(BaseModel):
     work_dir: str | None = None
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
     cleanup_temp_files: bool = True
+    scrub_env: bool = True
+    extra_env: dict[str, str] = {}
+
+
+# Environment variables model-written code must not see: keys, tokens, passwords, database URLs, and this
+# process's own settings (AGENT_MEMORY_DATABASE_URL would let code read every user's memory).
+_SECRET_ENV_RE = re.compile(
+    r"(KEY|SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION|DATABASE_URL|DSN)"
+    r"|^(AGENT_MEMORY_|CHAINLIT_|PG|OPENAI_|AZURE_|ANTHROPIC_|AWS_|GOOGLE_|GITHUB_)",
+    re.IGNORECASE,
+)
+
+
+def child_environment(scrub: bool = True, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment code runs with: this process's, minus secrets when ``scrub``, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not (scrub and _SECRET_ENV_RE.search(k))}
+    env.update(extra or {})
+    return env
 
 
 async def _exited(proc: asyncio.subprocess.Process, limit_s: float) -> bool:
@@ -95,6 +115,17 @@ async def _exited(proc: asyncio.subprocess.Process, limit_s: float) -> bool:
         await asyncio.sleep(min(delay, remaining))
         delay = min(delay * 2, 0.05)
     return True
+
+
+def _decode(raw: bytes, *, truncated: bool) -> tuple[str, bool]:
+    """(text, not_utf8). Binary output is shown (and stored) with ``\\xNN`` escapes, and flagged; a cap that
+    cut a multi-byte character in half only drops that partial character."""
+    for cut in range(4 if truncated else 1):
+        try:
+            return raw[: len(raw) - cut].decode("utf-8"), False
+        except UnicodeDecodeError:
+            continue
+    return raw.decode("utf-8", errors="backslashreplace"), True
 
 
 def _kill_group(pgid: int, sig: signal.Signals) -> None:
@@ -128,6 +159,8 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
         *,
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
         cleanup_temp_files: bool = True,
+        scrub_env: bool = True,
+        extra_env: dict[str, str] | None = None,
     ) -> None:
         if work_dir is not None:
             Path(work_dir).mkdir(parents=True, exist_ok=True)
@@ -138,6 +171,8 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
         if max_output_bytes < 1:
             raise ValueError("max_output_bytes must be at least 1")
         self._max_output_bytes = max_output_bytes
+        self._scrub_env = scrub_env
+        self._extra_env = dict(extra_env or {})
 
     @property
     def max_output_bytes(self) -> int:
@@ -201,7 +236,7 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
                 for file in file_names:
                     with contextlib.suppress(OSError):
                         file.unlink(missing_ok=True)
-        output = b"".join(chunks).decode("utf-8", errors="backslashreplace")
+        output, not_utf8 = _decode(b"".join(chunks), truncated=total > kept)
         if timed_out:
             output += f"\nTimeout: the process group was killed after {self._timeout}s\n"
         return ExecutionResult(
@@ -213,6 +248,7 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
             truncated=total > kept,
             output_bytes=total,
             languages=tuple(languages),
+            not_utf8=not_utf8,
         )
 
     async def _run_one(
@@ -225,7 +261,7 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
-            env=os.environ.copy(),
+            env=child_environment(self._scrub_env, self._extra_env),
             start_new_session=True,  # its own process group: killpg reaches every descendant
         )
         pgid = proc.pid
@@ -288,6 +324,8 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
             work_dir=str(self._work_dir) if self._work_dir is not None else None,
             max_output_bytes=self._max_output_bytes,
             cleanup_temp_files=self._cleanup_temp_files,
+            scrub_env=self._scrub_env,
+            extra_env=self._extra_env,
         )
 
     @classmethod
@@ -297,6 +335,8 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
             work_dir=config.work_dir,
             max_output_bytes=config.max_output_bytes,
             cleanup_temp_files=config.cleanup_temp_files,
+            scrub_env=config.scrub_env,
+            extra_env=config.extra_env,
         )
 
 
@@ -312,6 +352,8 @@ def status_line(result: CodeResult) -> str:
         text = f"FAILED with exit code {result.exit_code}{took}."
     if getattr(result, "truncated", False):
         text += f" Output was capped: {getattr(result, 'output_bytes', 0)} bytes produced, the rest discarded."
+    if getattr(result, "not_utf8", False):
+        text += " The output is not valid UTF-8: undecodable bytes are shown as \\xNN escapes."
     return text
 
 
@@ -425,6 +467,7 @@ class ExecutorAgent(CodeExecutorAgent):
             "duration_s": getattr(result, "duration_s", None),
             "timed_out": getattr(result, "timed_out", False),
             "truncated": getattr(result, "truncated", False),
+            "not_utf8": getattr(result, "not_utf8", False),
             "output_bytes": getattr(result, "output_bytes", len(output.encode("utf-8", "backslashreplace"))),
             "thread_id": self._thread_id,
             "source": "executor",
