@@ -17,7 +17,7 @@ from autogen_agentchat.messages import TextMessage
 from support.scripted_llm import RecordedRequest, Reply, ScriptedLLM
 
 from agent_memory import MemoryNotFound, MemoryStore
-from agent_memory.agents import CODE_AGENT_SYSTEM_MESSAGE, AgentBuilder, MemoryStoredEvent, TeamSpec
+from agent_memory.agents import CODE_AGENT_SYSTEM_MESSAGE, AgentBuilder, MemoryContextEvent, MemoryStoredEvent, TeamSpec
 from agent_memory.placeholders import parse_memory_refs
 
 N_LINES = 30_000
@@ -264,3 +264,31 @@ async def test_streaming_coder_runs_the_same_scenario_and_streams_chunks(
     assert any(type(e).__name__ == "ModelClientStreamingChunkEvent" for e in events)
     assert all(r.body.get("stream") is True for r in scripted_llm.requests)
     assert scripted_llm.errors == []
+
+
+async def test_session_stream_marks_what_the_context_stored_and_expanded(
+    store: MemoryStore, user_id: str, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.add(
+        "Noted. TERMINATE",
+        '```bash\nfor i in $(seq 1 3000); do echo "line $i ok"; done\n'
+        "echo 'ERROR E4242 disk quota on /dev/sdb1'\n```",
+        "Done. TERMINATE",
+        "It reports E4242. TERMINATE",
+    )
+    session = await AgentBuilder(store, user_id, model_client=scripted_llm.model_client()).build()
+    paste = "my settings:\n" + "\n".join(f"setting_{i} = value_{i}" for i in range(400))
+    turns: list[list[object]] = []
+    for task in (paste, "run the disk check", "what does the output say about the E4242 error?"):
+        turns.append([e async for e in session.run_stream(task)])
+    await session.close()
+
+    stored_by_context = [e for e in turns[0] if isinstance(e, MemoryContextEvent) and e.action == "stored"]
+    assert len(stored_by_context) == 1
+    assert await store.retrieve(stored_by_context[0].memory_keys[0], user_id=user_id) == paste
+    [executor_stored] = [e for e in turns[1] if isinstance(e, MemoryStoredEvent)]
+    expanded = [
+        k for e in turns[2] if isinstance(e, MemoryContextEvent) and e.action == "expanded" for k in e.memory_keys
+    ]
+    assert executor_stored.memory_key in expanded
+    assert "ERROR E4242 disk quota" in scripted_llm.requests[-1].text

@@ -458,8 +458,10 @@ class ExecutorAgent(CodeExecutorAgent):
         languages = list(getattr(result, "languages", ()) or [b.language for b in code_blocks])
         code = "\n\n".join(b.code for b in code_blocks)
         first_code_line = next((ln.strip() for ln in code.splitlines() if ln.strip()), "")
-        description = describe(output, kind=f"{languages[0] if languages else 'code'}: {first_code_line[:60]}",
-                               tokens=tokens)  # fmt: skip
+        if len(first_code_line) > 48:
+            first_code_line = first_code_line[:47] + "…"
+        # No token count in the description: the placeholder carries it.
+        description = describe(output, kind=f"{languages[0] if languages else 'code'}: {first_code_line}")
         metadata: dict[str, Any] = {
             "code": code[:20_000],
             "language": ",".join(languages),
