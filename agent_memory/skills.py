@@ -38,6 +38,7 @@ import asyncio
 import builtins
 import hashlib
 import json
+import logging
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -52,6 +53,7 @@ from autogen_core.models import ChatCompletionClient
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .embedders import Embedder, EmbeddingError
 from .errors import AgentMemoryError, MemoryNotFound
 from .skills_code import (
     LANGUAGES,
@@ -65,6 +67,8 @@ from .skills_code import (
 )
 from .store import MemoryStore
 from .validation import MAX_QUERY_CHARS, check_identifier, check_user_id
+
+log = logging.getLogger(__name__)
 
 SkillStatus = Literal["active", "pending_approval", "rejected", "disabled"]
 STATUSES: tuple[SkillStatus, ...] = ("active", "pending_approval", "rejected", "disabled")
@@ -254,7 +258,7 @@ _SKILL_COLUMNS = (
 )
 _OWNED = """s.user_id = (SELECT id FROM "User" WHERE identifier = $1) AND s.agent_id = $2"""
 
-# $1 user identifier, $2 agent, $3 query, $4 statuses, $5 candidates per ranker
+# $1 user identifier, $2 agent, $3 query, $4 statuses, $5 candidates per ranker, $6 all rows, $7 embedder space
 _SEARCH_SQL = f"""
 WITH usr AS (SELECT id FROM "User" WHERE identifier = $1),
 q AS (
@@ -311,9 +315,20 @@ fused AS (
     SELECT id, 1.0 - exp(sum(ln(1.0 - least(0.999, evidence * {_RRF_K + 1}.0 / ({_RRF_K} + rnk))))) AS relevance
     FROM hits GROUP BY id
 )
-SELECT {_SKILL_COLUMNS}, f.relevance::float8 AS relevance
-FROM fused f JOIN skills s ON s.id = f.id
+SELECT {_SKILL_COLUMNS}, coalesce(f.relevance, 0.0)::float8 AS relevance, e.embedding, e.fingerprint AS emb_fp
+FROM mine s LEFT JOIN fused f ON f.id = s.id
+LEFT JOIN skill_embeddings e ON e.skill_id = s.id AND e.model = $7
+WHERE f.id IS NOT NULL OR $6::boolean  -- $6: every skill of the pair (dense ranking needs them all)
 """
+
+
+def _embedding_text(row: dict[str, Any]) -> str:
+    examples = "\n".join(row["example_prompts"] or [])
+    return f"{row['name'].replace('_', ' ').replace('-', ' ')}: {row['description']}\n{examples}".strip()
+
+
+def _embedding_fingerprint(row: dict[str, Any]) -> str:
+    return hashlib.sha256(_embedding_text(row).encode("utf-8")).hexdigest()
 
 
 def _skill_from_row(row: asyncpg.Record | dict[str, Any], **extra: Any) -> Skill:
@@ -582,16 +597,36 @@ class SkillRegistry:
         limit: int = 5,
         threshold: float = 0.2,
         statuses: Sequence[SkillStatus] = ("active",),
+        embedder: Embedder | None = None,
     ) -> builtins.list[Skill]:
-        """Skills of this user and agent relevant to ``query`` (relevance >= threshold), most useful first."""
+        """Skills of this user and agent relevant to ``query`` (relevance >= threshold), most useful first.
+
+        With an ``embedder`` a dense ranker (cosine of the query and each skill's name, description and example
+        prompts) joins the lexical ones: paraphrases ("tally the tokens of this passage") find "count words".
+        """
         if not isinstance(query, str) or "\x00" in query:
             raise SkillError("query must be text without NUL characters")
         query = query.strip()[:MAX_QUERY_CHARS]
         if not query:
             return []
+        query_vector: list[float] | None = None
+        if embedder is not None and embedder.enabled:
+            try:
+                query_vector = await embedder.embed_query(query)
+            except EmbeddingError as exc:  # the model is an improvement: rank lexically without it
+                log.warning("skill search: query embedding failed, ranking lexically: %s", exc)
+        space = embedder.model_id if embedder is not None and query_vector is not None else ""
         async with self.pool.acquire() as conn, conn.transaction():
             await conn.execute(f"SET LOCAL pg_trgm.word_similarity_threshold = {_TRIGRAM_THRESHOLD}")
-            rows = await conn.fetch(_SEARCH_SQL, check_user_id(user_id), agent_id, query, list(statuses), _CANDIDATES)
+            rows = [
+                dict(r)
+                for r in await conn.fetch(
+                    _SEARCH_SQL, check_user_id(user_id), agent_id, query, list(statuses), _CANDIDATES,
+                    query_vector is not None, space,
+                )
+            ]  # fmt: skip
+        if embedder is not None and query_vector is not None:
+            await self._fuse_dense(rows, embedder, query_vector)
         found: list[Skill] = []
         for row in rows:
             relevance = float(row["relevance"])
@@ -601,6 +636,31 @@ class SkillRegistry:
             found.append(skill.model_copy(update={"score": relevance * (0.5 + 0.5 * skill.reliability)}))
         found.sort(key=lambda s: (-(s.score or 0.0), -(s.relevance or 0.0), s.name))
         return found[:limit]
+
+    async def _fuse_dense(
+        self, rows: builtins.list[dict[str, Any]], embedder: Embedder, query: builtins.list[float]
+    ) -> None:
+        """Add dense evidence to each row's lexical relevance (noisy-OR, rank-weighted like search.py)."""
+        stale = [r for r in rows if r["embedding"] is None or r["emb_fp"] != _embedding_fingerprint(r)]
+        if stale:
+            try:
+                vectors = await embedder.embed([_embedding_text(r) for r in stale])
+            except EmbeddingError as exc:
+                log.warning("skill search: embedding skills failed, ranking lexically: %s", exc)
+                return
+            for row, vector in zip(stale, vectors, strict=True):
+                row["embedding"] = vector
+            await self.pool.executemany(
+                """INSERT INTO skill_embeddings (skill_id, model, fingerprint, embedding) VALUES ($1, $2, $3, $4)
+                   ON CONFLICT (skill_id, model) DO UPDATE
+                   SET fingerprint = EXCLUDED.fingerprint, embedding = EXCLUDED.embedding, created_at = now()""",
+                [(r["id"], embedder.model_id, _embedding_fingerprint(r), r["embedding"]) for r in stale],
+            )
+        cosines = {id(r): sum(a * b for a, b in zip(query, r["embedding"], strict=False)) for r in rows}
+        ranked = sorted(rows, key=lambda r: -cosines[id(r)])
+        for rank, row in enumerate(ranked, start=1):
+            evidence = embedder.calibrate(cosines[id(row)]) * (_RRF_K + 1) / (_RRF_K + rank)
+            row["relevance"] = 1.0 - (1.0 - float(row["relevance"])) * (1.0 - min(0.999, evidence))
 
     async def set_status(self, user_id: str, agent_id: str, name: str, status: SkillStatus) -> Skill:
         if status not in STATUSES:
@@ -720,6 +780,7 @@ class ProceduralMemory:
         executor: where skills run (an AutoGen ``CodeExecutor``); default: the agents' process-group executor in a
             per-user sandbox directory under ``AGENT_MEMORY_HOME/sandbox``.
         model_client: optional; lets ``propose_skill_from_success`` generalise parameters with an LLM.
+        embedder: optional dense ranker for ``search_skills`` (default: the store's embedder, if configured).
     """
 
     def __init__(
@@ -733,6 +794,7 @@ class ProceduralMemory:
         work_dir: Path | str | None = None,
         model_client: ChatCompletionClient | None = None,
         offload_threshold_tokens: int = 2000,
+        embedder: Embedder | None = None,
     ) -> None:
         self.store = store
         self.user_id = check_user_id(user_id)
@@ -743,6 +805,10 @@ class ProceduralMemory:
         self.offload_threshold_tokens = offload_threshold_tokens
         self._work_dir = Path(work_dir) if work_dir is not None else None
         self._executor = executor
+        # Dense skill search: the given embedder, else the store's (AGENT_MEMORY_EMBEDDER); none: lexical only.
+        if embedder is None and store.embeddings is not None and store.embeddings.embedder.enabled:
+            embedder = store.embeddings.embedder
+        self.embedder = embedder
 
     @property
     def executor(self) -> CodeExecutor:
@@ -797,7 +863,7 @@ class ProceduralMemory:
         """Active skills relevant to ``query``, most useful first (relevance weighted by success rate)."""
         return await self.registry.search(
             self.user_id, self.agent_id, query, limit=limit,
-            threshold=self.settings.skill_search_threshold if threshold is None else threshold,
+            threshold=self.settings.skill_search_threshold if threshold is None else threshold, embedder=self.embedder,
         )  # fmt: skip
 
     async def approve(self, name: str) -> Skill:

@@ -340,4 +340,16 @@ CREATE TABLE IF NOT EXISTS skill_versions (
     PRIMARY KEY (skill_id, version)
 );
 
+-- Dense vectors of skills (name + description + example prompts), one per (skill, embedder space), written the first
+-- time a search needs them and rewritten when the text changes (fingerprint). Plain float8[]: a user and agent have
+-- few skills, so cosine is computed in Python and pgvector is not needed.
+CREATE TABLE IF NOT EXISTS skill_embeddings (
+    skill_id    UUID NOT NULL REFERENCES skills(id) ON DELETE CASCADE,
+    model       TEXT NOT NULL,
+    fingerprint CHAR(64) NOT NULL,
+    embedding   FLOAT8[] NOT NULL,
+    created_at  TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (skill_id, model)
+);
+
 UPDATE agent_memory_schema SET version = 6, applied_at = now() WHERE version < 6;
