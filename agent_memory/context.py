@@ -115,6 +115,10 @@ _SYNONYMS = {
     "server": "host",
     "host": "server",
 }
+_STOPWORDS = frozenset(
+    "the a an to my our of in on for with and please that this it is me us at as same like last time before again "
+    "usual default preferred can you could would will do".split()
+)
 _ERROR_WORD_RE = re.compile(r"\b(error|errors|fail|failed|failure|exception|traceback|warning|warnings)\b", re.I)
 _ERROR_GREP = r"(?i)error|exception|traceback|fatal|fail|warning|denied|refused|exit (code|status)"
 MAX_EXPANSIONS_PER_TURN = 2
@@ -432,12 +436,13 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         if self.thread_id is None:
             raise ValueError("load() needs a thread_id")
         store = await self.get_store()
-        loaded = await load_context_state(store.db.pool, self.user_id, self.thread_id, self.agent_id)
+        changes = StateChanges()
+        loaded = await load_context_state(store.db.pool, self.user_id, self.thread_id, self.agent_id, changes)
         if loaded is None:
             return False
         async with self._lock:
             self._state = loaded
-            self._changes.clear()  # the database holds exactly this state
+            self._changes = changes  # the database holds exactly this state, at this revision
             self._view = None
             self._dirty = False
         return True
@@ -1038,17 +1043,25 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         return bool(_VAGUE_RE.search(text)) and not _CONCRETE_RE.search(text)
 
     async def _recall_user_memories(self, text: str) -> None:
-        words = re.findall(r"[A-Za-z0-9_]+", text.lower())
-        query = " ".join(words + [_SYNONYMS[w] for w in words if w in _SYNONYMS])
+        words = [w for w in re.findall(r"[A-Za-z0-9_]+", text.lower()) if w not in _STOPWORDS]
+        # Short queries (search scores by the share of query words found): the request itself, then the same
+        # request with each vague noun replaced by a synonym ("db" -> "database", "postgres"...).
+        queries = [" ".join(words)] if words else []
+        for i, word in enumerate(words):
+            for synonym in _SYNONYMS.get(word, "").split():
+                queries.append(" ".join([*words[:i], synonym, *words[i + 1 :]]))
+        best: dict[str, MemoryItem] = {}
         try:
-            hits = [
-                *await self.search(query, limit=3, memory_type="user_preference"),
-                *await self.search(query, limit=3, memory_type="user_fact"),
-            ]
+            for query in queries[:6]:
+                for item in await self.search(query, limit=10):
+                    if item.memory_type not in ("user_preference", "user_fact"):
+                        continue
+                    if item.memory_key not in best or (item.score or 0) > (best[item.memory_key].score or 0):
+                        best[item.memory_key] = item
         except DB_UNAVAILABLE_ERRORS as exc:
             log.info("recall for an ambiguous request skipped (%s)", exc)
             return
-        hits.sort(key=lambda h: h.score or 0.0, reverse=True)
+        hits = sorted(best.values(), key=lambda h: h.score or 0.0, reverse=True)
         shown = set(self._state.user_layer_keys)
         lines: list[str] = []
         for item in hits:

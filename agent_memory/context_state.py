@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Literal
 
 import asyncpg
@@ -23,6 +24,7 @@ from autogen_core.models import LLMMessage, SystemMessage
 from pydantic import BaseModel, Field, PrivateAttr
 
 STATE_VERSION = 1
+log = logging.getLogger(__name__)
 
 
 class OffloadedPart(BaseModel):
@@ -118,6 +120,8 @@ class StateChanges:
         self.replace_all = True  # the first save of a context object writes everything
         self.upserts: set[int] = set()
         self.deletes: set[int] = set()
+        self.revision: int | None = None
+        """Revision of the saved state this object last loaded or wrote; ``None``: unknown."""
 
     def touch(self, entry: ContextEntry) -> None:
         self.upserts.add(entry.id)
@@ -133,6 +137,7 @@ class StateChanges:
         self.deletes.clear()
 
     def clear(self) -> None:
+        """Everything is saved (the revision stays: it is what the database now holds)."""
         self.replace_all = False
         self.upserts.clear()
         self.deletes.clear()
@@ -148,9 +153,15 @@ SELECT coalesce((SELECT id FROM found), (SELECT id FROM created))
 """
 
 _HEADER_SQL = """
-INSERT INTO agent_memory_contexts (user_id, thread_id, agent_key, state, updated_at)
-VALUES ($1, $2, $3, $4, now())
-ON CONFLICT (user_id, thread_id, agent_key) DO UPDATE SET state = EXCLUDED.state, updated_at = now()
+INSERT INTO agent_memory_contexts (user_id, thread_id, agent_key, state, revision, updated_at)
+VALUES ($1, $2, $3, $4, 1, now())
+ON CONFLICT (user_id, thread_id, agent_key)
+DO UPDATE SET state = EXCLUDED.state, revision = agent_memory_contexts.revision + 1, updated_at = now()
+RETURNING revision
+"""
+
+_LOCK_HEADER_SQL = """
+SELECT revision FROM agent_memory_contexts WHERE user_id = $1 AND thread_id = $2 AND agent_key = $3 FOR UPDATE
 """
 
 _UPSERT_ENTRY_SQL = """
@@ -160,7 +171,7 @@ ON CONFLICT (user_id, thread_id, agent_key, entry_id) DO UPDATE SET entry = EXCL
 """
 
 _LOAD_HEADER_SQL = """
-SELECT c.user_id, c.state FROM agent_memory_contexts c JOIN "User" u ON u.id = c.user_id
+SELECT c.user_id, c.state, c.revision FROM agent_memory_contexts c JOIN "User" u ON u.id = c.user_id
 WHERE u.identifier = $1 AND c.thread_id = $2 AND c.agent_key = $3
 """
 
@@ -194,8 +205,16 @@ async def save_context_state(
                 break
         if owner is None:
             raise RuntimeError("could not save the context state: the user row could not be created")
-        await conn.execute(_HEADER_SQL, owner, thread_id, agent_key, state.header())
-        if changes.replace_all:
+        current = await conn.fetchval(_LOCK_HEADER_SQL, owner, thread_id, agent_key)
+        # Another context object wrote this thread since we last did (two tabs on one thread): writing only
+        # our changes would interleave two conversations, so rewrite ours whole (the last writer wins).
+        replace_all = changes.replace_all or current is None or current != changes.revision
+        if replace_all and current is not None and changes.revision is not None and not changes.replace_all:
+            log.warning(
+                "context %s/%s was saved by another writer; rewriting it with this one's state", thread_id, agent_key
+            )
+        changes.revision = await conn.fetchval(_HEADER_SQL, owner, thread_id, agent_key, state.header())
+        if replace_all:
             await conn.execute(
                 "DELETE FROM agent_memory_context_entries WHERE user_id = $1 AND thread_id = $2 AND agent_key = $3",
                 owner,
@@ -222,7 +241,7 @@ async def save_context_state(
 
 
 async def load_context_state(
-    pool: asyncpg.Pool, user_id: str, thread_id: str, agent_id: str | None
+    pool: asyncpg.Pool, user_id: str, thread_id: str, agent_id: str | None, changes: StateChanges | None = None
 ) -> ContextState | None:
     """The saved state of (user, thread, agent), or ``None``. Filters by user in SQL."""
     agent_key = agent_id or ""
@@ -230,6 +249,9 @@ async def load_context_state(
         row = await conn.fetchrow(_LOAD_HEADER_SQL, user_id, thread_id, agent_key)
         if row is None:
             return None
+        if changes is not None:
+            changes.clear()
+            changes.revision = int(row["revision"])
         header = dict(row["state"])
         rows = await conn.fetch(_LOAD_ENTRIES_SQL, row["user_id"], thread_id, agent_key)
     legacy = header.pop("entries", None) or []  # states saved whole by earlier versions

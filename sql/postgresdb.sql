@@ -166,10 +166,14 @@ CREATE TABLE IF NOT EXISTS agent_memory_contexts (
     thread_id  TEXT NOT NULL,
     agent_key  TEXT NOT NULL DEFAULT '',
     state      JSONB NOT NULL,
+    revision   BIGINT NOT NULL DEFAULT 0,
     created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
     updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
     PRIMARY KEY (user_id, thread_id, agent_key)
 );
+-- Bumped by every save; a writer whose last known revision differs rewrites the whole state instead of
+-- appending its changes (two contexts on one thread never interleave).
+ALTER TABLE agent_memory_contexts ADD COLUMN IF NOT EXISTS revision BIGINT NOT NULL DEFAULT 0;
 
 -- The context's messages, one row each (so saving after a change writes only what changed); the row above
 -- keeps the rest of the state (user layer, counters). entry_id is stable within the context.

@@ -442,6 +442,19 @@ async def test_ambiguous_request_recalls_user_memories(store: MemoryStore, user_
     assert "db.internal:5432/agentfusion" in note.content and key in note.content
 
 
+async def test_ambiguous_request_recalls_a_user_fact(store: MemoryStore, user_id: str) -> None:
+    await store.store(
+        "The staging server is stg-eu-3.internal (ssh as deploy)",
+        user_id=user_id,
+        description="staging server host",
+        memory_type="user_fact",
+    )
+    ctx = MemoryContext(store=store, user_id=user_id, user_layer_max_tokens=0)
+    await ctx.add_message(UserMessage(content="ssh into the server", source="user"))
+    note = (await ctx.get_messages())[-1]
+    assert isinstance(note, SystemMessage) and "stg-eu-3.internal" in note.content
+
+
 async def test_concrete_request_skips_recall(store: MemoryStore, user_id: str) -> None:
     await store.store(
         "Default database: postgresql://db.internal/agentfusion", user_id=user_id, memory_type="user_preference"
@@ -485,6 +498,21 @@ async def test_resume_after_expansions_compaction_and_dropped_spans(store: Memor
     resumed = await MemoryContext.resume(store, user_id, thread, token_budget=2500, keep_recent_full=1)
     assert await resumed.get_messages() == before
     assert await resumed.save_state() == await ctx.save_state()
+
+
+async def test_two_writers_on_one_thread_never_interleave(store: MemoryStore, user_id: str) -> None:
+    thread = f"thread-{uuid.uuid4().hex[:8]}"
+    first = MemoryContext(store=store, user_id=user_id, thread_id=thread)
+    await first.add_message(UserMessage(content="shared start", source="user"))
+    tab_a = await MemoryContext.resume(store, user_id, thread)
+    tab_b = await MemoryContext.resume(store, user_id, thread)
+    await tab_a.add_message(UserMessage(content="only in tab A", source="user"))
+    await tab_b.add_message(UserMessage(content="only in tab B", source="user"))
+    resumed = await MemoryContext.resume(store, user_id, thread)
+    assert await resumed.get_messages() == await tab_b.get_messages()  # the last writer's state, whole
+    await tab_a.add_message(UserMessage(content="tab A again", source="user"))
+    resumed = await MemoryContext.resume(store, user_id, thread)
+    assert await resumed.get_messages() == await tab_a.get_messages()
 
 
 async def test_resume_of_another_users_thread_is_empty(store: MemoryStore, user_id: str, other_user_id: str) -> None:
