@@ -290,6 +290,12 @@ class SentenceTransformerEmbedderConfig(BaseModel):
     )
     device: str = "cpu"
     batch_size: int = Field(default=32, ge=1)
+    threads: int | None = Field(
+        default=1,
+        ge=1,
+        description="torch CPU threads (process-wide). 1 leaves the other cores to PostgreSQL and the app, and "
+        "avoids OpenMP spin-waiting when cores are busy; None keeps torch's default (all cores).",
+    )
     max_chars: int = Field(default=2000, ge=100, description="MiniLM reads 256 word pieces; the rest is cut.")
     # all-MiniLM-L6-v2: unrelated texts score up to ~0.3 cosine, close paraphrases 0.5-0.8.
     similarity_floor: float = 0.25
@@ -318,12 +324,13 @@ class SentenceTransformerEmbedder(Embedder, Component[SentenceTransformerEmbedde
         *,
         device: str = "cpu",
         batch_size: int = 32,
+        threads: int | None = 1,
         max_chars: int = 2000,
         similarity_floor: float = 0.25,
         similarity_ceiling: float = 0.75,
     ) -> None:
         self._config = SentenceTransformerEmbedderConfig(
-            model=model, device=device, batch_size=batch_size, max_chars=max_chars,
+            model=model, device=device, batch_size=batch_size, threads=threads, max_chars=max_chars,
             similarity_floor=similarity_floor, similarity_ceiling=similarity_ceiling,
         )  # fmt: skip
         self.similarity_floor = similarity_floor
@@ -370,6 +377,8 @@ class SentenceTransformerEmbedder(Embedder, Component[SentenceTransformerEmbedde
                     raise EmbeddingError(
                         "sentence-transformers is not installed: pip install 'agent-memory[local-embeddings]'"
                     ) from exc
+                if self._config.threads is not None:
+                    importlib.import_module("torch").set_num_threads(self._config.threads)
                 try:
                     model = sentence_transformers.SentenceTransformer(self._model_path(), device=self._config.device)
                 except (OSError, ValueError) as exc:

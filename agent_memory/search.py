@@ -49,6 +49,7 @@ from .embedding_worker import EmbeddingService, sql_literal, vector_literal
 RRF_K = 60
 CANDIDATES_PER_RANKER = 50
 TRIGRAM_THRESHOLD = 0.45
+TRIGRAM_MAX_WORDS = 4
 HNSW_EF_SEARCH = 100
 DEFAULT_MIN_SCORE = 0.2
 SUPERSEDED_FACTOR = 0.8  # a stale fact scores at most this share of its newer replacement
@@ -73,21 +74,16 @@ neg AS (
 
 _FTS = """
 q AS (
-    SELECT lex,
-           CASE WHEN cardinality(lex) = 0 THEN NULL ELSE to_tsquery('simple', array_to_string(ARRAY(
-               SELECT quote_literal(x) || CASE WHEN x ~ '[0-9]' AND length(x) >= 5 THEN ':*' ELSE '' END
-               FROM unnest(lex) x), ' | ')) END AS tsq_or,
+    SELECT lexq, CASE WHEN cardinality(lexq) = 0 THEN NULL ELSE (
+               SELECT string_agg(x::text, ' | ')::tsquery FROM unnest(lexq) x) END AS tsq_or,
            websearch_to_tsquery('english', $6) AS tsq_web
-    FROM (SELECT tsvector_to_array(to_tsvector('english', $2)) AS lex) s
+    FROM (SELECT ARRAY(
+        SELECT to_tsquery('simple', quote_literal(x) || CASE WHEN x ~ '[0-9]' AND length(x) >= 5 THEN ':*' ELSE '' END)
+        FROM unnest(tsvector_to_array(to_tsvector('english', $2))) x) AS lexq) s
 ),
 fts_hits AS (
-    SELECT m.id,
-           (m.search_vector @@ q.tsq_web) AS all_terms,
-           ts_rank(m.search_vector, q.tsq_or) AS rank,
-           (SELECT count(*) FROM unnest(q.lex) x
-             WHERE m.search_vector @@ to_tsquery('simple', quote_literal(x)
-                   || CASE WHEN x ~ '[0-9]' AND length(x) >= 5 THEN ':*' ELSE '' END))::float8
-             / cardinality(q.lex) AS coverage
+    SELECT m.id, m.search_vector, (m.search_vector @@ q.tsq_web) AS all_terms,
+           ts_rank(m.search_vector, q.tsq_or) AS rank
     FROM agent_memories m, usr, q
     WHERE m.user_id = usr.id AND m.is_active AND q.tsq_or IS NOT NULL AND m.search_vector @@ q.tsq_or
       AND ($4::text IS NULL OR m.memory_type = $4)
@@ -98,7 +94,13 @@ fts AS (
     SELECT id, row_number() OVER (ORDER BY all_terms DESC, coverage DESC, rank DESC) AS rnk,
            -- share of query words found; a row matching the whole websearch query counts as complete
            CASE WHEN all_terms THEN 1.0 ELSE coverage END ^ 1.5 * 0.95 AS evidence
-    FROM fts_hits
+    FROM (
+        -- coverage only for the few rows kept, with each word's tsquery parsed once per query
+        SELECT h.id, h.all_terms, h.rank,
+               (SELECT count(*) FROM unnest(q.lexq) x WHERE h.search_vector @@ x)::float8
+               / cardinality(q.lexq) AS coverage
+        FROM fts_hits h, q
+    ) c
 )"""
 
 _TRIGRAM = """
@@ -107,11 +109,16 @@ trg AS (
         SELECT m.id, m.created_at, word_similarity($2, m.search_head)::float8 AS sim
         FROM agent_memories m, usr
         WHERE m.user_id = usr.id AND m.is_active AND $2 <% m.search_head
-          AND ($4::text IS NULL OR m.memory_type = $4)
+          AND ($4::text IS NULL OR m.memory_type = $4) {guard}
         ORDER BY word_similarity($2, m.search_head) DESC, m.created_at DESC
         LIMIT $3
     ) t
 )"""
+
+# Trigram matching is the expensive ranker (every candidate's head is re-checked); it exists for typos and
+# partial identifiers, so it is skipped when full-text search already found several complete matches
+# (an uncorrelated condition: PostgreSQL evaluates it once and then does not scan at all).
+_TRIGRAM_GUARD = "AND NOT EXISTS (SELECT 1 FROM fts WHERE fts.evidence >= 0.9 OFFSET 2)"
 
 # $7 query vector (text), $8 similarity floor, $9 similarity ceiling; {dim} and {model} are inlined so the
 # planner can use the partial HNSW index of that vector space.
@@ -139,7 +146,7 @@ def _build_sql(rankers: Iterable[Ranker], dense_space: tuple[str, int] | None) -
         ctes.append(_FTS)
         parts.append("SELECT id, rnk, evidence, 'fts' AS src FROM fts")
     if "trigram" in rankers:
-        ctes.append(_TRIGRAM)
+        ctes.append(_TRIGRAM.format(guard=_TRIGRAM_GUARD if "fts" in rankers else ""))
         parts.append("SELECT id, rnk, evidence, 'trigram' AS src FROM trg")
     if "dense" in rankers and dense_space is not None:
         model, dim = dense_space
@@ -213,6 +220,10 @@ async def hybrid_search(
         vector = await embeddings.query_vector(query)
         if vector is not None and embeddings.embedder.dimension is not None:
             dense_space = (embeddings.embedder.model_id, embeddings.embedder.dimension)
+    if len(rankers) > 1 and len(query.split()) > TRIGRAM_MAX_WORDS:
+        # Long questions are for full-text and dense ranking; trigram similarity of a whole sentence
+        # against a document head is weak evidence and costly.
+        rankers = [r for r in rankers if r != "trigram"]
     if dense_space is None:
         rankers = [r for r in rankers if r != "dense"]
         if not rankers:

@@ -134,6 +134,30 @@ async def time_searches(store: MemoryStore, queries: list[str], owned: set[str])
     return samples, cross, hits
 
 
+async def _index_vectors(
+    hybrid: MemoryStore,
+    minilm: SentenceTransformerEmbedder,
+    pool_vectors: list[list[float]],
+    rng: random.Random,
+    build_notes: list[str],
+) -> None:
+    # Bulk load, then build the HNSW index once (faster than growing it row by row).
+    await hybrid.db.pool.execute(f"DROP INDEX IF EXISTS {vector_index_name(minilm.model_id)}")
+    n_vec = await add_vectors(hybrid, pool_vectors, rng)
+    async with hybrid.db.pool.acquire() as conn:
+        await conn.execute("SET maintenance_work_mem = '1GB'")
+        await conn.execute("VACUUM ANALYZE agent_memories")
+        await conn.execute("VACUUM ANALYZE agent_memory_embeddings")
+    async with hybrid.db.pool.acquire() as conn:
+        await conn.execute("SET maintenance_work_mem = '1GB'")
+        t1 = time.perf_counter()
+        await conn.execute(
+            f"CREATE INDEX {vector_index_name(minilm.model_id)} ON agent_memory_embeddings USING hnsw "
+            "((embedding::vector(384)) vector_cosine_ops) WHERE model = 'all-MiniLM-L6-v2@384'"
+        )
+        build_notes.append(f"HNSW build over {n_vec} new + earlier vectors {time.perf_counter() - t1:.0f} s")
+
+
 def fmt(samples: list[float]) -> str:
     ms = [s * 1000 for s in samples]
     return f"{percentile(ms, 50):.1f} | {percentile(ms, 95):.1f}"
@@ -163,7 +187,8 @@ async def main() -> None:
     pool_texts = [embedding_text(d, c[:1500], c[-500:], len(c)) for c, d, _ in rng.sample(big, POOL)]
     pool_vectors = await minilm.embed(pool_texts)
     prep_s = time.perf_counter() - t0
-    for i, user in enumerate(OTHER_USERS):
+    others_present = await lexical.db.pool.fetchval('SELECT count(*) FROM "User" WHERE identifier = $1', OTHER_USERS[0])
+    for i, user in enumerate([] if others_present else OTHER_USERS):
         await bulk_insert(lexical, user, others[i * OTHER_ROWS_EACH : (i + 1) * OTHER_ROWS_EACH], 10_000_000 * (i + 1))
 
     queries = sorted({q.text for q in build_dataset(7).queries if q.user == USERS[0]})
@@ -181,26 +206,21 @@ async def main() -> None:
     ]
     inserted = 0
     build_notes = []
+    have = int(
+        await lexical.db.pool.fetchval(
+            'SELECT count(*) FROM agent_memories m JOIN "User" u ON u.id = m.user_id WHERE u.identifier = $1', BIG_USER
+        )
+    )
     for size in sizes:
         t0 = time.perf_counter()
-        await bulk_insert(lexical, BIG_USER, big[inserted:size], inserted)
-        inserted = size
-        # Bulk load, then build the HNSW index once (faster than growing it row by row).
-        await hybrid.db.pool.execute(f"DROP INDEX IF EXISTS {vector_index_name(minilm.model_id)}")
-        n_vec = await add_vectors(hybrid, pool_vectors, rng)
-        async with hybrid.db.pool.acquire() as conn:
-            await conn.execute("SET maintenance_work_mem = '1GB'")
-            await conn.execute("VACUUM ANALYZE agent_memories")
-            await conn.execute("VACUUM ANALYZE agent_memory_embeddings")
-        async with hybrid.db.pool.acquire() as conn:
-            await conn.execute("SET maintenance_work_mem = '1GB'")
-            t1 = time.perf_counter()
-            await conn.execute(
-                f"CREATE INDEX {vector_index_name(minilm.model_id)} ON agent_memory_embeddings USING hnsw "
-                "((embedding::vector(384)) vector_cosine_ops) WHERE model = 'all-MiniLM-L6-v2@384'"
-            )
-            build_notes.append(f"HNSW build over {n_vec} new + earlier vectors {time.perf_counter() - t1:.0f} s")
-        build_notes.append(f"{size}: load + {n_vec} vectors + analyze {time.perf_counter() - t0:.0f} s")
+        if have >= size:  # --url of a database this script already loaded: reuse it
+            inserted = size
+            build_notes.append(f"{size}: reused")
+        else:
+            await bulk_insert(lexical, BIG_USER, big[max(inserted, have) : size], max(inserted, have))
+            inserted = have = size
+            await _index_vectors(hybrid, minilm, pool_vectors, rng, build_notes)
+            build_notes.append(f"{size}: load + analyze + index {time.perf_counter() - t0:.0f} s")
         owned = {
             r["memory_key"]
             for r in await lexical.db.pool.fetch(
