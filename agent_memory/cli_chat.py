@@ -116,7 +116,7 @@ class _LineReader:
 
 
 async def _run_turn(session: AgentSession, text: str, cli: Cli, state: dict[str, Any]) -> bool:
-    """One user turn; False when it was cancelled."""
+    """One user turn; False when it was cancelled or failed (the chat goes on either way)."""
     token = CancellationToken()
     state["token"] = token
     streaming = False
@@ -139,6 +139,13 @@ async def _run_turn(session: AgentSession, text: str, cli: Cli, state: dict[str,
         if not token.is_cancelled():
             raise
         print("[cancelled] the turn was stopped; running commands were killed", flush=True)
+        return False
+    except Exception as exc:  # a model or tool failure ends the turn, not the chat
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if cli.json:
+            print(json.dumps({"type": "Error", "error": message}), flush=True)
+        else:
+            print(f"[error] the turn failed: {message}", flush=True)
         return False
     finally:
         state["token"] = None

@@ -127,3 +127,18 @@ async def test_ctrl_c_cancels_the_running_turn_and_kills_the_command(
     assert "[cancelled]" in out
     assert "coder> Back after the cancel. TERMINATE" in out
     assert sleepers() == []
+
+
+def test_a_failed_turn_is_reported_and_the_chat_goes_on(
+    scripted_llm: ScriptedLLM, database_url: str, tmp_path: Path, user_id: str
+) -> None:
+    failing = [lambda req: 1 / 0] * 3  # HTTP 500 for the first call and the openai client's 2 retries
+    scripted_llm.add(*failing, "Recovered. TERMINATE")
+    env = chat_env(scripted_llm, database_url, tmp_path)
+
+    done = run_chat(["--user", user_id, "-m", "first", "-m", "second"], env)
+
+    assert done.returncode == 0, done.stderr
+    assert "[error] the turn failed:" in done.stdout
+    assert done.stdout.index("[error] the turn failed:") < done.stdout.index("you> second")
+    assert "coder> Recovered. TERMINATE" in done.stdout
