@@ -249,3 +249,30 @@ async def test_docker_executor_without_the_docker_package_says_how_to_install_it
 
     with pytest.raises(RuntimeError, match="autogen-ext\\[docker\\]"):
         AgentBuilder(store, user_id).build_code_executor("t1")
+
+
+async def test_executor_agent_works_with_any_autogen_code_executor(
+    store: MemoryStore, user_id: str, tmp_path: Path
+) -> None:
+    import warnings
+
+    from autogen_ext.code_executors.local import LocalCommandLineCodeExecutor
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = LocalCommandLineCodeExecutor(work_dir=tmp_path, timeout=30)
+    agent = ExecutorAgent("executor", plain, store=store, user_id=user_id)
+
+    items = [
+        item
+        async for item in agent.on_messages_stream(
+            [TextMessage(content="```bash\nseq 1 3000\n```", source="coder")], CancellationToken()
+        )
+    ]
+
+    [stored] = [i for i in items if isinstance(i, MemoryStoredEvent)]
+    item = await store.get(stored.memory_key, user_id=user_id)
+    assert item.metadata["exit_code"] == 0
+    assert isinstance(item.metadata["duration_s"], float)
+    assert item.metadata["language"] == "bash"
+    assert await store.retrieve(stored.memory_key, user_id=user_id) == "".join(f"{i}\n" for i in range(1, 3001))

@@ -428,7 +428,18 @@ class ExecutorAgent(CodeExecutorAgent):
             text = f"Code execution was not approved. Reason: {reason}"
             yield Response(chat_message=TextMessage(content=text, source=self.name))
             return
+        started = time.monotonic()
         result = await self._code_executor.execute_code_blocks(code_blocks, cancellation_token=cancellation_token)
+        if not isinstance(getattr(result, "duration_s", None), float):  # e.g. the Docker executor
+            result = ExecutionResult(
+                exit_code=result.exit_code,
+                output=result.output,
+                code_file=getattr(result, "code_file", None),
+                duration_s=round(time.monotonic() - started, 3),
+                timed_out=result.exit_code == TIMEOUT_EXIT_CODE,
+                output_bytes=len(result.output.encode("utf-8", "backslashreplace")),
+                languages=tuple(b.language for b in code_blocks),
+            )
         stored_event, text = await self.report(code_blocks, result)
         if stored_event is not None:
             yield stored_event

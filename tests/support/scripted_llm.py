@@ -18,16 +18,20 @@ Script entries are a :class:`Reply`, a plain string (text reply), or a callable
 conversation and calls ``retrieve_memory`` with it). When the script is exhausted the server answers
 HTTP 500 and records the problem in ``server.errors``.
 
-Example (pytest)::
+Example (pytest; ``tests/conftest.py`` registers this module as a plugin, so every test can ask for the
+``scripted_llm`` fixture)::
 
-    from support.scripted_llm import Reply, scripted_llm  # noqa: F401  (fixture)
+    from support.scripted_llm import Reply, ScriptedLLM
 
-    async def test_hello(scripted_llm):
+    async def test_hello(scripted_llm: ScriptedLLM):
         scripted_llm.add(Reply.tool_call("retrieve_memory", {"key": "cmd_1"}), "The answer is 42.")
-        client = scripted_llm.model_client()          # AutoGen OpenAIChatCompletionClient
+        client = scripted_llm.model_client()          # AutoGen OpenAIChatCompletionClient over HTTP
         ...
         assert scripted_llm.requests[0].messages[0]["role"] == "system"
-        assert scripted_llm.errors == []
+        assert scripted_llm.errors == []              # no refused or unscripted request
+
+A subprocess (CLI, Chainlit app) uses it through the environment: ``OPENAI_BASE_URL=server.base_url``,
+``OPENAI_API_KEY=anything``, ``AGENT_MEMORY_MODEL=gpt-4o``.
 
 Example (plain Python, e.g. a benchmark)::
 
