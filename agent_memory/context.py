@@ -635,6 +635,11 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
             log.warning("database unreachable (%s): keeping %d tokens inline until it is back", exc, tokens)
             part.pending_content = text
             self._retry_at = time.monotonic() + self._config.retry_interval_seconds
+        except ValueError as exc:
+            # The store refuses what it cannot keep exactly (lone surrogates, over the size limit). The context
+            # must not alter or lose it either: it stays inline, as an unbounded context would keep it.
+            log.warning("content not offloaded, kept inline: %s", exc)
+            return None
         return part
 
     async def _store_part(self, text: str, part: OffloadedPart) -> str:
@@ -774,6 +779,8 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         if not span:
             return
         transcript = "\n".join(_transcript_line(self._render(e)[2]) for e in span)
+        # A derived transcript, not user content: lone surrogates (which the store refuses) become escapes.
+        transcript = transcript.encode("utf-8", "backslashreplace").decode("utf-8")
         first_user = next((_text_of(e.message) for e in span if isinstance(e.message, UserMessage)), "")
         description = f"conversation span of {len(span)} message(s) omitted from the context"
         if first_user.strip():

@@ -16,6 +16,8 @@ Example:
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 from typing import Any, Literal
 
@@ -186,6 +188,28 @@ WHERE u.id = c.user_id AND u.identifier = $1 AND c.thread_id = $2 AND c.agent_ke
 """
 
 
+_PACKED = "utf8_surrogatepass_b64"
+
+
+def encode_entry(entry: ContextEntry) -> dict[str, Any]:
+    """The entry as JSONB. A message with lone surrogates (valid in a Python ``str``, refused by JSONB) is
+    packed as base64 of its JSON text, so the context still saves and resumes it exactly."""
+    data = entry.model_dump(mode="json")
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(data, ensure_ascii=False)
+        return {_PACKED: base64.b64encode(text.encode("utf-8", "surrogatepass")).decode("ascii")}
+    return data
+
+
+def decode_entry(data: dict[str, Any]) -> dict[str, Any]:
+    packed = data.get(_PACKED)
+    if isinstance(packed, str):
+        return dict(json.loads(base64.b64decode(packed).decode("utf-8", "surrogatepass")))
+    return data
+
+
 async def save_context_state(
     pool: asyncpg.Pool,
     user_id: str,
@@ -236,7 +260,7 @@ async def save_context_state(
         if upserts:
             await conn.executemany(
                 _UPSERT_ENTRY_SQL,
-                [(owner, thread_id, agent_key, i, by_id[i].model_dump(mode="json")) for i in upserts],
+                [(owner, thread_id, agent_key, i, encode_entry(by_id[i])) for i in upserts],
             )
 
 
@@ -255,7 +279,8 @@ async def load_context_state(
         header = dict(row["state"])
         rows = await conn.fetch(_LOAD_ENTRIES_SQL, row["user_id"], thread_id, agent_key)
     legacy = header.pop("entries", None) or []  # states saved whole by earlier versions
-    state = ContextState.model_validate({**header, "entries": [r["entry"] for r in rows] if rows else legacy})
+    entries = [decode_entry(r["entry"]) for r in rows] if rows else legacy
+    state = ContextState.model_validate({**header, "entries": entries})
     state.assign_ids()
     return state
 

@@ -213,6 +213,18 @@ async def test_big_assistant_text_is_offloaded(store: MemoryStore, user_id: str)
     assert await store.retrieve(ref.key, user_id=user_id) == report
 
 
+async def test_content_the_store_refuses_stays_inline_unchanged(store: MemoryStore, user_id: str) -> None:
+    broken = big_log(200) + "\ud800 lone surrogate"  # not encodable as UTF-8: the store refuses it
+    thread = f"thread-{uuid.uuid4().hex[:8]}"
+    ctx = MemoryContext(store=store, user_id=user_id, thread_id=thread)
+    await ctx.add_message(UserMessage(content=broken, source="user"))
+    await ctx.add_message(UserMessage(content="short \udc00 too", source="user"))
+    expected = [UserMessage(content=broken, source="user"), UserMessage(content="short \udc00 too", source="user")]
+    assert await ctx.get_messages() == expected
+    assert ctx.memory_keys == [] and ctx.pending_count == 0
+    assert await (await MemoryContext.resume(store, user_id, thread)).get_messages() == expected
+
+
 async def test_content_at_the_threshold_stays_inline(store: MemoryStore, user_id: str) -> None:
     text = "word " * 400
     tokens = count_tokens(text)
