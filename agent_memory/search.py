@@ -62,8 +62,10 @@ _RESULT_COLUMNS = (
     "m.content_metadata, m.agent_id, m.thread_id, m.access_count, m.last_accessed_at, m.content_sha256"
 )
 
-# $1 user identifier, $2 query text, $3 candidates per ranker, $4 memory_type (NULL = any)
-_USR = """usr AS (SELECT id FROM "User" WHERE identifier = $1 AND $2::text IS NOT NULL AND $6::text IS NOT NULL),
+# $1 the user's "User".id (resolved first, so the planner sees it: a user with 200 memories is scanned through
+# the user index, one with 100,000 through the text/vector indexes), $2 query text, $3 candidates per ranker,
+# $4 memory_type (NULL = any), $5 excluded words, $6 query for websearch_to_tsquery.
+_USR = """usr AS (SELECT $1::text AS id WHERE $2::text IS NOT NULL AND $6::text IS NOT NULL),
 neg AS (
     -- words the query excludes with websearch syntax (-word): no ranker may return a row containing them
     SELECT CASE WHEN $5::text = '' OR numnode(plainto_tsquery('english', $5)) = 0 THEN NULL
@@ -84,8 +86,8 @@ q AS (
 fts_hits AS (
     SELECT m.id, m.search_vector, (m.search_vector @@ q.tsq_web) AS all_terms,
            ts_rank(m.search_vector, q.tsq_or) AS rank
-    FROM agent_memories m, usr, q
-    WHERE m.user_id = usr.id AND m.is_active AND q.tsq_or IS NOT NULL AND m.search_vector @@ q.tsq_or
+    FROM agent_memories m, q
+    WHERE m.user_id = $1 AND m.is_active AND q.tsq_or IS NOT NULL AND m.search_vector @@ q.tsq_or
       AND ($4::text IS NULL OR m.memory_type = $4)
     ORDER BY (m.search_vector @@ q.tsq_web) DESC, ts_rank(m.search_vector, q.tsq_or) DESC, m.created_at DESC
     LIMIT $3
@@ -107,8 +109,8 @@ _TRIGRAM = """
 trg AS (
     SELECT id, row_number() OVER (ORDER BY sim DESC, created_at DESC) AS rnk, sim AS evidence FROM (
         SELECT m.id, m.created_at, word_similarity($2, m.search_head)::float8 AS sim
-        FROM agent_memories m, usr
-        WHERE m.user_id = usr.id AND m.is_active AND $2 <% m.search_head
+        FROM agent_memories m
+        WHERE m.user_id = $1 AND m.is_active AND $2 <% m.search_head
           AND ($4::text IS NULL OR m.memory_type = $4) {guard}
         ORDER BY word_similarity($2, m.search_head) DESC, m.created_at DESC
         LIMIT $3
@@ -126,7 +128,7 @@ _DENSE = """
 dense_raw AS (
     SELECT e.memory_id AS id, (e.embedding::vector({dim}) <=> $7::vector({dim}))::float8 AS dist
     FROM agent_memory_embeddings e
-    WHERE e.user_id = (SELECT id FROM usr) AND e.model = {model}
+    WHERE e.user_id = $1 AND e.model = {model}
     ORDER BY e.embedding::vector({dim}) <=> $7::vector({dim})
     LIMIT CASE WHEN $4::text IS NULL THEN $3 ELSE $3 * 4 END
 ),
@@ -172,6 +174,15 @@ WHERE neg.tsq IS NULL OR NOT (m.search_vector @@ neg.tsq)
 ORDER BY f.score DESC, m.created_at DESC
 """
 
+
+_SETUP_SQL = f"""
+SELECT id,
+       set_config('plan_cache_mode', 'force_custom_plan', true) AS plans,
+       set_config('pg_trgm.word_similarity_threshold', '{TRIGRAM_THRESHOLD}', true) AS trigram,
+       set_config('hnsw.ef_search', '{HNSW_EF_SEARCH}', true) AS ef_search,
+       set_config('hnsw.iterative_scan', 'relaxed_order', true) AS iterative
+FROM "User" WHERE identifier = $1
+"""
 
 _SQL_CACHE: dict[tuple[tuple[Ranker, ...], tuple[str, int] | None], str] = {}
 
@@ -230,18 +241,18 @@ async def hybrid_search(
             return []
     sql = search_sql(rankers, dense_space)
     args: list[Any] = [
-        user_id, query, opts.candidates, memory_type, " ".join(negated_words(query)), websearch_text(query)
+        None, query, opts.candidates, memory_type, " ".join(negated_words(query)), websearch_text(query)
     ]  # fmt: skip
     if dense_space is not None and embeddings is not None and vector is not None:
         emb = embeddings.embedder
         args += [vector_literal(vector), float(emb.similarity_floor), float(emb.similarity_ceiling)]
     async with pool.acquire() as conn, conn.transaction():
-        # Local to this transaction: a lower trigram threshold catches typos; HNSW keeps scanning past
-        # other users' rows (iterative scan) so filtering by user does not starve the result.
-        await conn.execute(f"SET LOCAL pg_trgm.word_similarity_threshold = {TRIGRAM_THRESHOLD}")
-        if dense_space is not None:
-            await conn.execute(f"SET LOCAL hnsw.ef_search = {HNSW_EF_SEARCH}")
-            await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        # Transaction-local settings: plans made for this user's actual row count (not a generic plan); a
+        # lower trigram threshold catches typos; HNSW keeps scanning past other users' rows (iterative scan)
+        # so filtering by user does not starve the result.
+        args[0] = await conn.fetchval(_SETUP_SQL, user_id)
+        if args[0] is None:
+            return []  # no such user: nothing to rank
         rows = [dict(r) for r in await conn.fetch(sql, *args)]
     if opts.fusion == "rrf":
         rows.sort(key=lambda r: (-r["rrf"], -r["score"]))
