@@ -53,6 +53,7 @@ from autogen_core.models import (
 from pydantic import BaseModel, Field
 
 from .compaction import (
+    TextFacts,
     analyze,
     describe,
     excerpt,
@@ -584,13 +585,17 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         # A token is at least one UTF-8 byte and a character at most four: short texts need no count.
         if len(text) * 4 <= threshold:
             return None
+        facts: TextFacts | None = None
         if len(text) > 200_000:
-            tokens = await asyncio.to_thread(count_tokens, text)
+            # Big output: count (tiktoken releases the GIL) and analyse in parallel, off the event loop.
+            tokens, facts = await asyncio.gather(
+                asyncio.to_thread(count_tokens, text), asyncio.to_thread(analyze, text)
+            )
         else:
             tokens = count_tokens(text)
         if tokens <= threshold:
             return None
-        facts = analyze(text)  # one pass shared by the description and both excerpts
+        facts = facts or analyze(text)  # one pass shared by the description and both excerpts
         args_for_description = arguments if isinstance(arguments, (dict, str)) else None
         # No token count in the description: the placeholder carries it.
         description = describe(text, tool_name=tool_name, arguments=args_for_description, kind=kind, facts=facts)
