@@ -12,6 +12,7 @@ Examples::
     agent-memory chat --user alice
     agent-memory chat --user alice --thread build-42 -m "run the test suite and tell me what failed"
     agent-memory chat --user alice --spec team.json   # or the name of a spec in the agents table
+    agent-memory agents save team.json && agent-memory agents list && agent-memory agents show code-team
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ from autogen_agentchat.messages import (
 )
 from autogen_core import CancellationToken
 
-from .agents import AgentBuilder, AgentSession, MemoryContextEvent, MemoryStoredEvent, ModelConfigError
-from .cli import EXIT_OK, EXIT_USAGE, Cli, UsageError
+from .agents import AgentBuilder, AgentSession, MemoryContextEvent, MemoryStoredEvent, ModelConfigError, TeamSpec
+from .cli import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, Cli, UsageError
 from .tools import MEMORY_TOOL_NAMES
 
 _EOF = object()
@@ -222,8 +223,53 @@ async def cmd_chat(args: argparse.Namespace, cli: Cli) -> int:
         await session.close()
 
 
+async def cmd_agents_save(args: argparse.Namespace, cli: Cli) -> int:
+    try:
+        spec = TeamSpec.from_file(args.file)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read the spec {args.file}: {exc}") from exc
+    if args.name:
+        spec = spec.model_copy(update={"name": args.name})
+    await spec.save_to_db(await cli.store())
+    cli.emit({"saved": spec.name}, f"saved spec {spec.name!r} (use: agent-memory chat --spec {spec.name})")
+    return EXIT_OK
+
+
+async def cmd_agents_list(args: argparse.Namespace, cli: Cli) -> int:
+    rows = await (await cli.store()).db.pool.fetch("SELECT name, description, updated_at FROM agents ORDER BY name")
+    data = [{"name": r["name"], "description": r["description"], "updated_at": r["updated_at"]} for r in rows]
+    cli.emit(data, "\n".join(f"{r['name']:<30} {r['description']}" for r in rows) or "no specs")
+    return EXIT_OK
+
+
+async def cmd_agents_show(args: argparse.Namespace, cli: Cli) -> int:
+    try:
+        spec = await TeamSpec.from_db(await cli.store(), args.name)
+    except LookupError:
+        cli.error(f"no spec named {args.name!r} (agent-memory agents list)")
+        return EXIT_NOT_FOUND
+    cli.emit(spec.model_dump(mode="json"), spec.model_dump_json(indent=2))
+    return EXIT_OK
+
+
 def register(subparsers: Any) -> None:
-    """Add ``chat`` to the ``agent-memory`` command."""
+    """Add ``chat`` (and ``agents`` for team specs in the database) to the ``agent-memory`` command."""
+    agents = subparsers.add_parser("agents", help="team specs stored in the agents table (for chat --spec)")
+    agents_sub = agents.add_subparsers(dest="agents_command", metavar="AGENTS_COMMAND")
+    agents_sub.required = True
+    a = agents_sub.add_parser("save", help="store a JSON/YAML team spec file under its name")
+    a.add_argument("file")
+    a.add_argument("--name", help="store under this name instead of the spec's own")
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(handler=cmd_agents_save)
+    a = agents_sub.add_parser("list", help="list stored team specs")
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(handler=cmd_agents_list)
+    a = agents_sub.add_parser("show", help="print a stored team spec")
+    a.add_argument("name")
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(handler=cmd_agents_show)
+
     p = subparsers.add_parser("chat", help="chat with the code agent team in the terminal (memory-backed)")
     p.add_argument("--thread", help="thread id to start or resume (default: a new thread)")
     p.add_argument("--spec", help="team spec: a JSON/YAML file, or the name of a spec in the agents table")

@@ -142,3 +142,25 @@ def test_a_failed_turn_is_reported_and_the_chat_goes_on(
     assert "[error] the turn failed:" in done.stdout
     assert done.stdout.index("[error] the turn failed:") < done.stdout.index("you> second")
     assert "coder> Recovered. TERMINATE" in done.stdout
+
+
+def test_agents_commands_save_list_and_show_specs_used_by_chat(
+    scripted_llm: ScriptedLLM, database_url: str, tmp_path: Path, user_id: str
+) -> None:
+    name = f"spec-{uuid.uuid4().hex[:8]}"
+    spec_file = tmp_path / "team.json"
+    spec_file.write_text(json.dumps({"name": name, "code_agent": {"extra_instructions": "Always answer in haiku."}}))
+    env = chat_env(scripted_llm, database_url, tmp_path)
+    cli = [sys.executable, "-m", "agent_memory.cli", "agents"]
+
+    saved = subprocess.run([*cli, "save", str(spec_file)], capture_output=True, text=True, env=env, timeout=60)
+    listed = subprocess.run([*cli, "list", "--json"], capture_output=True, text=True, env=env, timeout=60)
+    missing = subprocess.run([*cli, "show", "no-such-spec"], capture_output=True, text=True, env=env, timeout=60)
+    scripted_llm.add("Old pond, frog jumps in. TERMINATE")
+    chat = run_chat(["--user", user_id, "--spec", name, "-m", "hi"], env)
+
+    assert saved.returncode == 0, saved.stderr
+    assert name in [row["name"] for row in json.loads(listed.stdout)]
+    assert missing.returncode == 1
+    assert chat.returncode == 0, chat.stderr
+    assert "Always answer in haiku." in scripted_llm.requests[0].messages[0]["content"]
