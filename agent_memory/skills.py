@@ -123,6 +123,11 @@ class ProceduralMemorySettings(BaseSettings):
     prefer_skills: bool = Field(default=True, description="The prompt tells the agent to search skills first.")
     execution_timeout: int = Field(default=60, ge=1, description="Seconds a skill run may take (tree killed after).")
     max_output_chars: int = Field(default=8000, ge=200, description="Output of a run shown to the model.")
+    learn_from_runs: bool = Field(
+        default=False,
+        description="After each team run: lessons from failures that were then fixed, and the code that worked "
+        "proposed as a skill (pending approval) when the agent registered none.",
+    )
 
 
 class Skill(BaseModel):
@@ -834,13 +839,16 @@ class ProceduralMemory:
         entrypoint: str | None = None,
         source: str = "agent",
         metadata: dict[str, Any] | None = None,
+        status: SkillStatus | None = None,
     ) -> RegisterResult:
         """Save code as a skill (re-registering changed code makes a new version).
 
         ``parameters`` is a JSON Schema; omitted, it is derived from the entrypoint's signature. With
-        ``require_skill_approval`` the skill (or its new version) waits in ``pending_approval``.
+        ``require_skill_approval`` the skill (or its new version) waits in ``pending_approval``; ``status``
+        overrides that (captured proposals are registered pending).
         """
-        status: SkillStatus = "pending_approval" if self.settings.require_skill_approval else "active"
+        if status is None:
+            status = "pending_approval" if self.settings.require_skill_approval else "active"
         try:
             return await self.registry.register(
                 self.user_id, self.agent_id, name=name, description=description, code=code, language=language,
@@ -965,10 +973,11 @@ class ProceduralMemory:
             model_client=self.model_client,
         )  # fmt: skip
 
-    async def register_draft(self, draft: SkillDraft) -> RegisterResult:
+    async def register_draft(self, draft: SkillDraft, *, status: SkillStatus | None = None) -> RegisterResult:
         return await self.register_skill(
             draft.name, draft.description, draft.code, parameters=draft.parameters, language=draft.language,
             example_prompts=draft.example_prompts, tags=draft.tags, entrypoint=draft.entrypoint, source=draft.source,
+            status=status,
         )  # fmt: skip
 
     async def record_failure_lesson(

@@ -5,8 +5,11 @@
 * :func:`add_procedural_memory` — the hook ``AgentBuilder.build_code_agent`` calls: when procedural memory is
   enabled (``AGENT_MEMORY_SKILLS_ENABLED=true``, or :class:`SkillsAgentBuilder`'s ``procedural_memory=``) the coder
   gets the skill tools and the skills prompt; disabled (the default) the team is exactly what it was.
-* :func:`learn_from_run` — after a run whose code worked, register the last successful Python block as a skill
-  (deterministic capture, :mod:`agent_memory.skills_capture`) unless the agent already registered one.
+* :class:`SkillHints` — an AutoGen ``Memory`` on the coder: matching skills and lessons are listed before its first
+  model call of a user turn, so a repeated task goes straight to ``use_skill``.
+* :func:`learn_from_run` — capture from a finished run: a failure that was then fixed becomes a lesson, the code
+  that worked a skill proposal (pending approval). ``AgentSession`` calls it after each run through
+  :func:`learn_after_run` when ``learn_from_runs`` is on (``AGENT_MEMORY_SKILLS_LEARN_FROM_RUNS=true``).
 
 Example:
     >>> from agent_memory.skills import ProceduralMemorySettings
@@ -18,11 +21,14 @@ Example:
 
 from __future__ import annotations
 
+import difflib
+import logging
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from autogen_agentchat.base import TaskResult
 from autogen_agentchat.messages import (
     BaseAgentEvent,
     BaseChatMessage,
@@ -40,9 +46,10 @@ from pydantic import BaseModel
 from .agents.builder import AgentBuilder
 from .agents.spec import TeamSpec
 from .skill_tools import SkillSearchResult, skill_tools, skills_system_message
-from .skills import ProceduralMemory, ProceduralMemorySettings, RegisterResult
+from .skills import ProceduralMemory, ProceduralMemorySettings, RegisterResult, SkillError, SkillStatus
 from .store import MemoryStore
 
+log = logging.getLogger(__name__)
 _PY_BLOCK = re.compile(r"```[ \t]*(?:python|py)[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 
 
@@ -213,18 +220,46 @@ def skill_hints_for(builder: AgentBuilder, agent_name: str, thread_id: str) -> l
     return [SkillHints(memory)] if memory is not None else None
 
 
-def _last_successful_python(messages: Sequence[BaseAgentEvent | BaseChatMessage], coder: str) -> str | None:
-    code: str | None = None
+def _python_runs(messages: Sequence[BaseAgentEvent | BaseChatMessage], coder: str) -> list[tuple[str, bool, str]]:
+    """(code, succeeded, executor text) for each coder message with Python blocks that the executor ran."""
+    runs: list[tuple[str, bool, str]] = []
     pending: str | None = None
     for message in messages:
         if isinstance(message, TextMessage) and message.source == coder:
             blocks = _PY_BLOCK.findall(message.content)
             pending = "\n\n".join(b.strip() + "\n" for b in blocks) if blocks else None
         elif isinstance(message, CodeExecutionEvent) and pending is not None:
-            if message.result.exit_code == 0:
-                code = pending
+            runs.append((pending, message.result.exit_code == 0, message.result.output))
             pending = None
-    return code
+    return runs
+
+
+def fix_description(failed: str, fixed: str, limit: int = 3) -> str:
+    """What changed between code that failed and code that worked, as "use X instead of Y" (deterministic)."""
+    removed: list[str] = []
+    added: list[str] = []
+    for line in difflib.unified_diff(failed.splitlines(), fixed.splitlines(), lineterm="", n=0):
+        if line.startswith(("---", "+++", "@@")):
+            continue
+        text = line[1:].strip()
+        if not text or text.startswith("#"):
+            continue
+        (removed if line.startswith("-") else added).append(text)
+    if not added and not removed:
+        return "run the same code again (it failed once, then worked)"
+    parts = []
+    if added:
+        parts.append("use " + "; ".join(f"`{a[:120]}`" for a in added[:limit]))
+    if removed:
+        parts.append("instead of " + "; ".join(f"`{r[:120]}`" for r in removed[:limit]))
+    return " ".join(parts)
+
+
+class LearnedFromRun(BaseModel):
+    """What :func:`learn_from_run` stored."""
+
+    skill: RegisterResult | None = None
+    lessons: list[str] = []
 
 
 async def learn_from_run(
@@ -233,19 +268,47 @@ async def learn_from_run(
     messages: Sequence[BaseAgentEvent | BaseChatMessage],
     *,
     coder: str = "coder",
-) -> RegisterResult | None:
-    """Register the last Python code that ran successfully in ``messages`` as a skill for ``task``.
+    skill_status: SkillStatus | None = "pending_approval",
+) -> LearnedFromRun:
+    """Capture from a finished run (seed 004, hybrid capture), deterministically:
 
-    Nothing happens when procedural memory is off, agents may not register skills, no Python block succeeded, or
-    the agent already called ``register_skill`` in this run.
+    * each failed Python run followed by a successful one becomes a lesson: when ``task``, error -> the change
+      that fixed it (:func:`fix_description`);
+    * the last Python code that worked is proposed as a skill (``skill_status``, pending approval by default),
+      unless the agent already called ``register_skill`` or agents may not register skills.
+
+    Nothing happens when procedural memory is off (``memory`` None or disabled).
     """
-    if memory is None or not memory.settings.enabled or not memory.settings.auto_register_skills:
+    learned = LearnedFromRun()
+    if memory is None or not memory.settings.enabled:
+        return learned
+    runs = _python_runs(messages, coder)
+    for i, (code, ok, output) in enumerate(runs):
+        if ok or i + 1 >= len(runs):
+            continue
+        fixed = next((c for c, later_ok, _ in runs[i + 1 :] if later_ok), None)
+        if fixed is not None:
+            learned.lessons.append(await memory.record_failure_lesson(task, output, fix_description(code, fixed)))
+    registered = any(
+        isinstance(m, ToolCallRequestEvent) and any(c.name == "register_skill" for c in m.content) for m in messages
+    )
+    working = [c for c, ok, _ in runs if ok]
+    if working and not registered and memory.settings.auto_register_skills:
+        draft = await memory.propose_skill_from_success(task, working[-1])
+        try:
+            learned.skill = await memory.register_draft(draft, status=skill_status)
+        except SkillError as exc:  # e.g. the skill limit: learning is best effort, the run already succeeded
+            log.info("captured skill %r not registered: %s", draft.name, exc)
+    return learned
+
+
+async def learn_after_run(session: Any, task: object, result: TaskResult) -> LearnedFromRun | None:
+    """AgentSession's post-run hook: :func:`learn_from_run` when ``learn_from_runs`` is on (else nothing)."""
+    hints = [m for m in (getattr(session.code_agent, "_memory", None) or []) if isinstance(m, SkillHints)]
+    if not hints or not hints[0].memory.settings.learn_from_runs or not isinstance(task, str):
         return None
-    for message in messages:
-        if isinstance(message, ToolCallRequestEvent) and any(c.name == "register_skill" for c in message.content):
-            return None
-    code = _last_successful_python(messages, coder)
-    if code is None:
+    try:
+        return await learn_from_run(hints[0].memory, task, result.messages, coder=session.code_agent.name)
+    except Exception:  # never let learning break the chat
+        log.exception("learning from the run failed")
         return None
-    draft = await memory.propose_skill_from_success(task, code)
-    return await memory.register_draft(draft)

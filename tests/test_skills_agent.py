@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 from autogen_agentchat.base import TaskResult
-from autogen_agentchat.messages import CodeExecutionEvent, TextMessage, ToolCallRequestEvent
+from autogen_agentchat.messages import CodeExecutionEvent, TextMessage
 from support.scripted_llm import RecordedRequest, Reply, ScriptedLLM, scripted_llm  # noqa: F401  (fixture)
 
 from agent_memory import MemoryStore
 from agent_memory.agents.builder import AgentBuilder
 from agent_memory.skills import ProceduralMemorySettings
-from agent_memory.skills_agents import HINT_HEADER, SkillsAgentBuilder, learn_from_run
+from agent_memory.skills_agents import HINT_HEADER, SkillsAgentBuilder, fix_description, learn_from_run
 
 TASK = "What is the sum of the squares of the integers from 1 to 1000?"
 FUNCTION = "def sum_of_squares(n: int = 1000) -> int:\n    return sum(i * i for i in range(1, n + 1))\n"
@@ -141,7 +141,40 @@ async def test_disabled_builder_builds_exactly_the_plain_team(
         await gated.close()
 
 
-async def test_learn_from_run_captures_code_that_worked_when_the_agent_did_not(
+BUGGY = FUNCTION.replace("range(", "rnage(")
+BUGGY_REPLY = f"```python\n{BUGGY}\nprint(sum_of_squares(1000))\n```"
+
+
+async def test_a_run_that_failed_then_worked_leaves_a_lesson_and_a_pending_skill(
+    store: MemoryStore,
+    user_id: str,
+    tmp_path: Path,
+    scripted_llm: ScriptedLLM,  # noqa: F811
+) -> None:
+    settings = ProceduralMemorySettings(enabled=True, learn_from_runs=True)
+    builder = SkillsAgentBuilder(store, user_id, procedural_memory=settings, model_client=scripted_llm.model_client(),
+                                 home=tmp_path)  # fmt: skip
+    scripted_llm.add(BUGGY_REPLY, CODE_REPLY, final_answer("Done."))
+    result = await run_task(builder, "thread-x")  # AgentSession learns after the run
+    assert [m.result.exit_code for m in result.messages if isinstance(m, CodeExecutionEvent)] == [1, 0]
+    memory = builder.procedural_memory("coder", "thread-x")
+    assert memory is not None
+
+    [lesson] = await memory.recall_lessons("sum of the squares of the integers from 1 to 2000")
+    assert "NameError: name 'rnage' is not defined" in lesson.error
+    assert (
+        lesson.do
+        == "use `return sum(i * i for i in range(1, n + 1))` instead of `return sum(i * i for i in rnage(1, n + 1))`"
+    )
+
+    skill = await memory.get_skill("sum_of_squares")
+    assert (skill.status, skill.source, "print(" in skill.code) == ("pending_approval", "capture", False)
+    assert await memory.search_skills(TASK) == []  # a proposal: not used until approved
+    await memory.approve("sum_of_squares")
+    assert (await memory.use_skill("sum_of_squares")).output.strip() == "333833500"
+
+
+async def test_without_learn_from_runs_a_run_leaves_nothing(
     store: MemoryStore,
     user_id: str,
     tmp_path: Path,
@@ -149,18 +182,23 @@ async def test_learn_from_run_captures_code_that_worked_when_the_agent_did_not(
 ) -> None:
     builder = SkillsAgentBuilder(store, user_id, procedural_memory=ENABLED, model_client=scripted_llm.model_client(),
                                  home=tmp_path)  # fmt: skip
-    scripted_llm.add(CODE_REPLY, final_answer("Done."))
-    result = await run_task(builder, "thread-x")
-    assert not any(isinstance(m, ToolCallRequestEvent) for m in result.messages)
-    memory = builder.procedural_memory("coder", "thread-x")
-    learned = await learn_from_run(memory, TASK, result.messages)
-    assert learned is not None and learned.action == "created"
-    assert (learned.skill.name, learned.skill.source) == ("sum_of_squares", "capture")
-    assert "print(" not in learned.skill.code
+    scripted_llm.add(BUGGY_REPLY, CODE_REPLY, final_answer("Done."))
+    result = await run_task(builder, "thread-y")
+    memory = builder.procedural_memory("coder", "thread-y")
     assert memory is not None
-    assert (await memory.use_skill("sum_of_squares")).output.strip() == "333833500"
-    # nothing to learn when procedural memory is off
-    assert await learn_from_run(None, TASK, result.messages) is None
+    assert await memory.list_skills() == []
+    assert await memory.recall_lessons(TASK) == []
+    # learn_from_run on the same messages, called explicitly, does learn; and does nothing when memory is off
+    learned = await learn_from_run(memory, TASK, result.messages, skill_status="active")
+    assert learned.skill is not None and learned.skill.skill.status == "active" and len(learned.lessons) == 1
+    assert (await learn_from_run(None, TASK, result.messages)).skill is None
+
+
+def test_fix_description_names_the_changed_lines() -> None:
+    assert fix_description("import csv\nopen(p)\n", "import csv\nopen(p, encoding='latin-1')\n") == (
+        "use `open(p, encoding='latin-1')` instead of `open(p)`"
+    )
+    assert fix_description("x = 1\n", "x = 1\n") == "run the same code again (it failed once, then worked)"
 
 
 async def test_any_agent_builder_gets_skills_from_the_environment(

@@ -135,6 +135,10 @@ class AgentSession:
                 for event in self._new_context_events(seen):
                     yield event
                 yield item
+                if isinstance(item, TaskResult):  # learn from the run (skills_agents.py); off by default
+                    from ..skills_agents import learn_after_run
+
+                    await learn_after_run(self, task, item)
         finally:
             self._token = None
 
