@@ -292,3 +292,21 @@ async def test_session_stream_marks_what_the_context_stored_and_expanded(
     ]
     assert executor_stored.memory_key in expanded
     assert "ERROR E4242 disk quota" in scripted_llm.requests[-1].text
+
+
+async def test_a_long_session_stays_under_a_tight_request_budget(
+    store: MemoryStore, user_id: str, scripted_llm: ScriptedLLM
+) -> None:
+    spec = TeamSpec.model_validate({"context": {"token_budget": 3000}})
+    session = await AgentBuilder(store, user_id, spec=spec, model_client=scripted_llm.model_client()).build()
+    for turn in range(6):
+        scripted_llm.add(
+            f'```bash\nfor i in $(seq 1 4000); do echo "run {turn} line $i"; done\n```', f"Run {turn} done. TERMINATE"
+        )
+        await session.run(f"Run batch number {turn} and summarise it.")
+    await session.close()
+
+    assert len(scripted_llm.requests) == 12
+    assert scripted_llm.errors == []  # every request had valid call/result pairs
+    assert max(r.prompt_tokens for r in scripted_llm.requests) <= 3000
+    assert "Run batch number 5" in scripted_llm.requests[-1].text  # the newest turn is always there
