@@ -431,7 +431,8 @@ class SkillRegistry:
         """Create the skill, or make a new version when its code, parameters or description changed.
 
         A new version starts with zero runs (the old version's counts stay in its history) and takes ``status``
-        (so with approval required a changed skill waits for approval again). Same content: ``unchanged``.
+        (so with approval required a changed skill waits for approval again), except that a rejected or disabled
+        skill stays so. Same content: ``unchanged``.
         """
         user_id = check_user_id(user_id)
         agent_id = str(check_identifier(agent_id, "agent_id"))
@@ -517,7 +518,10 @@ class SkillRegistry:
                         WHERE s.id = $1 RETURNING {_SKILL_COLUMNS}""",
                     row["id"], description, code, language, schema,
                     _clean_strings([*prompts, *row["example_prompts"]], "example prompts"),
-                    _clean_strings([*tag_list, *row["tags"]], "tags"), status, source, meta,
+                    _clean_strings([*tag_list, *row["tags"]], "tags"),
+                    # An operator's "rejected" / "disabled" holds for new versions too: re-registering is no way
+                    # around it (approve brings the skill back).
+                    row["status"] if row["status"] in ("rejected", "disabled") else status, source, meta,
                 )  # fmt: skip
                 action = "new_version"
             assert row is not None

@@ -268,3 +268,16 @@ async def test_concurrent_registrations_respect_the_limit(store: MemoryStore, us
     assert sum(not isinstance(r, Exception) for r in results) == 3
     assert all(isinstance(r, SkillLimitReached) for r in results if isinstance(r, Exception))
     assert len(await skills.list_skills()) == 3
+
+
+async def test_a_rejected_skill_stays_rejected_when_the_agent_registers_a_new_version(
+    store: MemoryStore, user_id: str, tmp_path: Path
+) -> None:
+    skills = memory(store, user_id, tmp_path)
+    await skills.register_skill("count_words_fast", "Count words quickly", BROKEN_COUNT)
+    await skills.reject("count_words_fast")
+    again = await skills.register_skill("count_words_fast", "Count words", "def count_words_fast(text: str) -> int:\n"
+                                        "    return len(text.split())\n")  # fmt: skip
+    assert (again.action, again.skill.version, again.skill.status) == ("new_version", 2, "rejected")
+    await skills.approve("count_words_fast")
+    assert (await skills.use_skill("count_words_fast", {"text": "a b"})).output.strip() == "2"
