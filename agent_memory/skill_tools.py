@@ -126,11 +126,16 @@ class SkillToolbox:
         skill = result.skill
         what = {"created": "created", "new_version": f"updated to version {skill.version}",
                 "unchanged": "already registered with this code"}[result.action]  # fmt: skip
-        pending = " It is waiting for approval before it can be used." if skill.status == "pending_approval" else ""
-        tell = "" if result.action == "unchanged" else (
+        state = {
+            "active": "",
+            "pending_approval": " It is waiting for approval before it can be used.",
+            "rejected": " An operator rejected this skill: it will not be used.",
+            "disabled": " An operator disabled this skill: it will not be used.",
+        }[skill.status]
+        tell = "" if result.action == "unchanged" or skill.status in ("rejected", "disabled") else (
             f' Tell the user: I created a reusable skill "{skill.name}" for similar requests.'
         )  # fmt: skip
-        return SkillToolMessage(ok=True, message=f"Skill {skill.name!r} {what}.{pending}{tell}", skill=skill.name)
+        return SkillToolMessage(ok=True, message=f"Skill {skill.name!r} {what}.{state}{tell}", skill=skill.name)
 
 
 class SkillFunctionTool(FunctionTool):

@@ -121,3 +121,14 @@ async def test_search_returns_lessons_from_past_failures(store: MemoryStore, use
     text = await call(by_name(skill_tools(skills))["search_skills"], query="parse billing CSV export")
     assert "Lessons from past failures on similar tasks:" in text
     assert "- When parse the billing CSV export: open it with encoding='latin-1'" in text
+
+
+async def test_registering_over_a_rejected_skill_says_it_will_not_be_used(
+    store: MemoryStore, user_id: str, tmp_path: Path
+) -> None:
+    skills = memory(store, user_id, tmp_path, enabled=True)
+    await skills.register_skill("add_numbers", "Add", ADD)
+    await skills.reject("add_numbers")
+    text = await call(by_name(skill_tools(skills))["register_skill"], name="add_numbers", description="Add",
+                      code=ADD.replace("a + b", "b + a"))  # fmt: skip
+    assert text == "Skill 'add_numbers' updated to version 2. An operator rejected this skill: it will not be used."
