@@ -174,11 +174,19 @@ def describe(
         label = kind
     status = facts.status if facts else exit_status(text)
     status_text = f" exit {status}" if status is not None else ""
-    prefix = f"{label}: " if label else ""
+    prefix = f"{printable(label)}: " if label else ""
+    head = printable(head)
     if head and label and _normalise(head).strip("$> ") in _normalise(label):
         head = ""  # the first line only echoes the command already named by the label
     shown = f"{head[:80]} " if head else ""
     return f"{prefix}{shown}({size}){status_text}".strip()
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters (NUL, escape sequences...) replaced by spaces: safe in a description."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else " " for ch in text)
 
 
 def _normalise(text: str) -> str:

@@ -60,6 +60,7 @@ from .compaction import (
     llm_description,
     llm_select_keys,
     message_identifiers,
+    printable,
 )
 from .context_budget import Unit, build, message_tokens, plan
 from .context_state import (
@@ -607,6 +608,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
                 hint=f"Source: {tool_name or kind or memory_type}",
                 timeout_seconds=self._config.llm_timeout_seconds,
             )
+        description = printable(description)
         meta = dict(metadata)
         meta.update(
             {

@@ -192,15 +192,18 @@ _PACKED = "utf8_surrogatepass_b64"
 
 
 def encode_entry(entry: ContextEntry) -> dict[str, Any]:
-    """The entry as JSONB. A message with lone surrogates (valid in a Python ``str``, refused by JSONB) is
-    packed as base64 of its JSON text, so the context still saves and resumes it exactly."""
+    """The entry as JSONB. A message with NUL characters or lone surrogates (valid in a Python ``str``, refused
+    by JSONB) is packed as base64 of its JSON text, so the context still saves and resumes it exactly."""
     data = entry.model_dump(mode="json")
+    text = json.dumps(data, ensure_ascii=False)
     try:
-        json.dumps(data, ensure_ascii=False).encode("utf-8")
+        text.encode("utf-8")
     except UnicodeEncodeError:
-        text = json.dumps(data, ensure_ascii=False)
-        return {_PACKED: base64.b64encode(text.encode("utf-8", "surrogatepass")).decode("ascii")}
-    return data
+        pass
+    else:
+        if "\\u0000" not in text:  # JSONB refuses NUL characters too
+            return data
+    return {_PACKED: base64.b64encode(text.encode("utf-8", "surrogatepass")).decode("ascii")}
 
 
 def decode_entry(data: dict[str, Any]) -> dict[str, Any]:

@@ -225,6 +225,17 @@ async def test_content_the_store_refuses_stays_inline_unchanged(store: MemorySto
     assert await (await MemoryContext.resume(store, user_id, thread)).get_messages() == expected
 
 
+async def test_messages_with_nul_characters_save_and_resume_exactly(store: MemoryStore, user_id: str) -> None:
+    thread = f"thread-{uuid.uuid4().hex[:8]}"
+    ctx = MemoryContext(store=store, user_id=user_id, thread_id=thread, keep_recent_full=0)
+    await ctx.add_message(UserMessage(content="small\x00binary", source="user"))
+    await add_tool_turn(ctx, "c0", "\x00header\n" + big_log(200))  # NUL in the description's first line
+    before = await ctx.get_messages()
+    assert before[0] == UserMessage(content="small\x00binary", source="user")
+    assert "\x00" not in parse_memory_refs(before[2].content[0].content)[0].description  # type: ignore[union-attr]
+    assert await (await MemoryContext.resume(store, user_id, thread, keep_recent_full=0)).get_messages() == before
+
+
 async def test_content_at_the_threshold_stays_inline(store: MemoryStore, user_id: str) -> None:
     text = "word " * 400
     tokens = count_tokens(text)
@@ -245,6 +256,16 @@ async def test_every_placeholder_retrieves_its_exact_content(store: MemoryStore,
     keys = placeholders_in(await ctx.get_messages())
     assert len(keys) == len(contents)
     assert [await ctx.retrieve(k) for k in keys] == contents
+
+
+async def test_multi_megabyte_output_with_nul_bytes_round_trips_exactly(store: MemoryStore, user_id: str) -> None:
+    line = "2026-11-22 worker 17 processed batch 1234 ok\x00\r\n"
+    output = line * (8 * 1024 * 1024 // len(line)) + "ERROR: final step failed\nexit code: 2\n"
+    ctx = MemoryContext(store=store, user_id=user_id, first_use_max_tokens=500)
+    await add_tool_turn(ctx, "c0", output)
+    shown = (await ctx.get_messages())[1].content[0].content  # type: ignore[union-attr]
+    assert count_tokens(shown) < 700 and "ERROR: final step failed" in shown and "exit code: 2" in shown
+    assert await ctx.retrieve(parse_memory_refs(shown)[0].key) == output
 
 
 # ---------------------------------------------------------------------------------------------- first use
