@@ -859,7 +859,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
             content = decode_content(row["content"], row["content_encoding"])
             kind = "preference" if row["memory_type"] == "user_preference" else "fact"
             if row["token_count"] <= 80 and len(content) < 2000:
-                text = " ".join(content.split())
+                text = " ".join(printable(content).split())
                 line = f"- ({kind}) {text} [{row['memory_key']}]"
             else:
                 line = f"- ({kind}) {format_memory_ref(row['memory_key'], row['description'], row['token_count'])}"
