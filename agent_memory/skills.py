@@ -819,6 +819,10 @@ class ProceduralMemory:
             embedder = store.embeddings.embedder
         self.embedder = embedder
 
+    def use_executor(self, executor: CodeExecutor) -> None:
+        """Run skills with ``executor`` from now on (the team's sandbox: same work dir, limits, environment)."""
+        self._executor = executor
+
     @property
     def executor(self) -> CodeExecutor:
         if self._executor is None:

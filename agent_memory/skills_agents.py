@@ -37,6 +37,7 @@ from autogen_agentchat.messages import (
     ToolCallRequestEvent,
 )
 from autogen_core import CancellationToken
+from autogen_core.code_executor import CodeExecutor
 from autogen_core.memory import Memory, MemoryContent, MemoryMimeType, MemoryQueryResult, UpdateContextResult
 from autogen_core.model_context import ChatCompletionContext
 from autogen_core.models import ChatCompletionClient, SystemMessage, UserMessage
@@ -99,6 +100,14 @@ def skills_of(builder: AgentBuilder, agent_name: str, thread_id: str) -> Procedu
         assert memory is not None
         cache[key] = memory
     return cache[key]
+
+
+def attach_executor(builder: AgentBuilder, agent_name: str, thread_id: str, executor: CodeExecutor) -> None:
+    """Skills of this agent and thread run in the team's own code executor (Docker included), not a second one."""
+    cache: dict[tuple[str, str], ProceduralMemory] = builder.__dict__.get("_procedural_memories", {})
+    memory = cache.get((agent_name, thread_id))
+    if memory is not None:
+        memory.use_executor(executor)
 
 
 class SkillsAgentBuilder(AgentBuilder):

@@ -117,6 +117,8 @@ async def test_enabled_builder_gives_the_coder_skill_tools_and_the_prompt(
                                  home=tmp_path)  # fmt: skip
     session = await builder.build(thread_id="t")
     names = [t.name for t in session.code_agent.tools]
+    skills = builder.procedural_memory("coder", "t")
+    assert skills is not None and skills.executor is session.code_executor  # skills run in the team's sandbox
     await session.close()
     assert {"search_skills", "use_skill", "register_skill", "retrieve_memory"} <= set(names)
     assert "I used the learned skill" in session.code_agent.system_message

@@ -397,6 +397,9 @@ class AgentBuilder:
         thread_id = thread_id or uuid.uuid4().hex
         code_executor = self.build_code_executor(thread_id)
         code_agent = await self.build_code_agent(thread_id)
+        from ..skills_agents import attach_executor  # learned skills run in this same sandbox (when enabled)
+
+        attach_executor(self, self.spec.code_agent.name, thread_id, code_executor)
         executor_agent = self.build_executor_agent(thread_id, code_executor)
         team = self.build_team(code_agent, executor_agent)
         work_dir = getattr(code_executor, "work_dir", None)
