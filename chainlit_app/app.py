@@ -19,7 +19,7 @@ from typing import Any
 import chainlit as cl
 from chainlit.data.chainlit_data_layer import ChainlitDataLayer
 from chainlit.server import app as server_app
-from chainlit.types import ThreadDict
+from chainlit.types import CommandDict, ThreadDict
 
 from agent_memory.users import UserAccounts
 from chainlit_app import inspector
@@ -32,9 +32,23 @@ inspector.mount(server_app)
 for _name in ("autogen_core", "autogen_core.events", "autogen_agentchat", "httpx", "openai"):
     logging.getLogger(_name).setLevel(logging.WARNING)
 
-COMMANDS: list[dict[str, Any]] = [
-    {"id": "Memories", "icon": "brain", "description": "What memory holds for this thread", "button": True},
-    {"id": "Search", "icon": "search", "description": "Search your memories for the text you type", "button": True},
+COMMANDS: list[CommandDict] = [
+    {
+        "id": "Memories",
+        "icon": "brain",
+        "description": "What memory holds for this thread",
+        "button": True,
+        "persistent": False,
+        "selected": False,
+    },
+    {
+        "id": "Search",
+        "icon": "search",
+        "description": "Search your memories for the text you type",
+        "button": True,
+        "persistent": False,
+        "selected": False,
+    },
 ]
 
 
@@ -84,28 +98,30 @@ def _identifier() -> str:
     return str(user.identifier)
 
 
-async def _open_session(thread: ThreadDict | None) -> None:
+async def _open_session() -> None:
+    # A resumed thread needs nothing extra: Chainlit set session.thread_id to it (after refusing the
+    # socket if the thread belongs to someone else), and the builder's MemoryContext loads its saved state.
     await cl.context.emitter.set_commands(COMMANDS)
     session = ChatSession(user_id=_identifier(), thread_id=cl.context.session.thread_id, store=await get_store())
     cl.user_session.set("chat", session)
-    await session.start(resumed=thread is not None)
+    await session.start()
 
 
 @cl.on_chat_start
 async def _on_chat_start() -> None:
-    await _open_session(None)
+    await _open_session()
 
 
 @cl.on_chat_resume
 async def _on_chat_resume(thread: ThreadDict) -> None:
-    await _open_session(thread)
+    await _open_session()
 
 
 @cl.on_message
 async def _on_message(message: cl.Message) -> None:
     session: ChatSession | None = cl.user_session.get("chat")
     if session is None:
-        await _open_session(None)
+        await _open_session()
         session = cl.user_session.get("chat")
         assert session is not None
     if message.command == "Memories":

@@ -101,8 +101,8 @@ class ChatSession:
         self.setup_error: str | None = None
         self._cancel: CancellationToken | None = None
 
-    async def start(self, *, resumed: bool) -> None:
-        """Build the team (restoring the thread's MemoryContext when resumed) or explain what is missing."""
+    async def start(self) -> None:
+        """Build the team (a resumed thread gets its MemoryContext back) or explain what is missing."""
         from chainlit_app.ui_agent_builder import model_setup_problem
 
         problem = model_setup_problem()
@@ -120,14 +120,6 @@ class ChatSession:
             self.setup_error = f"The agents could not be started: {type(exc).__name__}: {exc}"
             await cl.Message(content=self.setup_error, author="agent-memory").send()
             return
-        if resumed:
-            stats = await thread_token_stats(self.user_id, self.thread_id)
-            await cl.Message(
-                content=f"Resumed. The agent's memory context was restored from PostgreSQL "
-                f"({stats['memories']} memories in this thread, {stats['kept_out_tokens']:,} tokens kept out "
-                "of the context).",
-                author="agent-memory",
-            ).send()
 
     # ------------------------------------------------------------------------------------------ running
 
