@@ -791,7 +791,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         first_user = next((_text_of(e.message) for e in span if isinstance(e.message, UserMessage)), "")
         description = f"conversation span of {len(span)} message(s) omitted from the context"
         if first_user.strip():
-            description += f", starting: {' '.join(first_user.split())[:60]}"
+            description += f", starting: {' '.join(printable(first_user).split())[:60]}"
         try:
             store = await self.get_store()
             key = await store.store(
@@ -805,6 +805,9 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
             )
         except DB_UNAVAILABLE_ERRORS as exc:
             log.info("dropped span not archived yet (%s); will retry", exc)
+            return
+        except ValueError as exc:  # refused by the store's validation: the note still names the item keys
+            log.warning("dropped span not archived: %s", exc)
             return
         for e in span:
             e.archive_key = key
