@@ -7,7 +7,9 @@ Three rankers run in ONE SQL statement, each restricted to the user's rows in SQ
   (quotes and ``-word`` work, and rows matching all of it rank first); identifier-like words (with digits)
   also match as prefixes, so ``9f3e2a1`` finds the full commit hash. Evidence = share of query words found.
 * **trigram** (``pg_trgm`` ``word_similarity`` on key + description + head of content, threshold 0.45): catches
-  identifiers, hashes, paths and typos (``dsk ful`` -> ``disk full``). Evidence = the similarity.
+  identifiers, hashes, paths and typos (``dsk ful`` -> ``disk full``). Evidence = the similarity. It is the
+  costly ranker on large stores, so it runs only for short queries (up to 4 words) and only when full-text
+  search has not already found a complete match.
 * **dense** (pgvector cosine on the configured embedder's vector space, HNSW index): catches paraphrases.
   Evidence = the cosine mapped onto [0, 1] by the embedder's calibration (floor -> 0, ceiling -> 1).
 
@@ -50,6 +52,7 @@ RRF_K = 60
 CANDIDATES_PER_RANKER = 50
 TRIGRAM_THRESHOLD = 0.45
 TRIGRAM_MAX_WORDS = 4
+FTS_COMMON_ROWS = 2000  # a query word in more rows than this is not used to find candidates
 HNSW_EF_SEARCH = 100
 DEFAULT_MIN_SCORE = 0.2
 SUPERSEDED_FACTOR = 0.8  # a stale fact scores at most this share of its newer replacement
@@ -65,7 +68,14 @@ _RESULT_COLUMNS = (
 # $1 the user's "User".id (resolved first, so the planner sees it: a user with 200 memories is scanned through
 # the user index, one with 100,000 through the text/vector indexes), $2 query text, $3 candidates per ranker,
 # $4 memory_type (NULL = any), $5 excluded words, $6 query for websearch_to_tsquery.
-_USR = """usr AS (SELECT $1::text AS id WHERE $2::text IS NOT NULL AND $6::text IS NOT NULL),
+_USR = r"""usr AS (SELECT $1::text AS id WHERE $2::text IS NOT NULL AND $6::text IS NOT NULL),
+keyhit AS (
+    -- a memory key named in the query (e.g. from a [MemoryRef: ...] placeholder) is an exact hit
+    SELECT m.id, 1 AS rnk, 1.0::float8 AS evidence
+    FROM agent_memories m
+    WHERE m.user_id = $1 AND m.is_active AND m.memory_key = ANY(regexp_split_to_array(trim($2), '[\s,;]+'))
+      AND ($4::text IS NULL OR m.memory_type = $4)
+),
 neg AS (
     -- words the query excludes with websearch syntax (-word): no ranker may return a row containing them
     SELECT CASE WHEN $5::text = '' OR numnode(plainto_tsquery('english', $5)) = 0 THEN NULL
@@ -74,20 +84,39 @@ neg AS (
            END AS tsq
 )"""
 
-_FTS = """
+_FTS = f"""
+q0 AS (
+    -- one row per query word: its tsquery (words with digits also match as prefixes) and how many rows of
+    -- the table contain it, from the planner's statistics (0 when unknown or rare)
+    SELECT lq, coalesce(st.rows, 0) AS rows
+    FROM unnest(tsvector_to_array(to_tsvector('english', $2))) l
+    CROSS JOIN LATERAL (SELECT to_tsquery('simple', quote_literal(l)
+                        || CASE WHEN l ~ '[0-9]' AND length(l) >= 5 THEN ':*' ELSE '' END) AS lq) t
+    LEFT JOIN (
+        SELECT x.e, x.f * greatest(c.reltuples, 0) AS rows
+        FROM pg_stats s
+        JOIN pg_class c ON c.oid = 'agent_memories'::regclass
+        CROSS JOIN LATERAL unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS x(e, f)
+        WHERE s.schemaname = current_schema() AND s.tablename = 'agent_memories' AND s.attname = 'search_vector'
+    ) st ON st.e = l
+),
 q AS (
-    SELECT lexq, CASE WHEN cardinality(lexq) = 0 THEN NULL ELSE (
-               SELECT string_agg(x::text, ' | ')::tsquery FROM unnest(lexq) x) END AS tsq_or,
+    SELECT ARRAY(SELECT lq FROM q0) AS lexq,
+           (SELECT string_agg(lq::text, ' | ')::tsquery FROM q0) AS tsq_or,
+           -- Rows are matched on the query's rarer words: a word found in thousands of rows ("use", "df")
+           -- would make PostgreSQL rank all of them. When every word is that common, all must match.
+           coalesce(
+               (SELECT string_agg(lq::text, ' | ')::tsquery FROM q0 WHERE rows < {FTS_COMMON_ROWS}),
+               nullif(websearch_to_tsquery('english', $6), ''::tsquery),
+               (SELECT string_agg(lq::text, ' | ')::tsquery FROM q0)
+           ) AS tsq_match,
            websearch_to_tsquery('english', $6) AS tsq_web
-    FROM (SELECT ARRAY(
-        SELECT to_tsquery('simple', quote_literal(x) || CASE WHEN x ~ '[0-9]' AND length(x) >= 5 THEN ':*' ELSE '' END)
-        FROM unnest(tsvector_to_array(to_tsvector('english', $2))) x) AS lexq) s
 ),
 fts_hits AS (
     SELECT m.id, m.search_vector, (m.search_vector @@ q.tsq_web) AS all_terms,
            ts_rank(m.search_vector, q.tsq_or) AS rank
     FROM agent_memories m, q
-    WHERE m.user_id = $1 AND m.is_active AND q.tsq_or IS NOT NULL AND m.search_vector @@ q.tsq_or
+    WHERE m.user_id = $1 AND m.is_active AND q.tsq_or IS NOT NULL AND m.search_vector @@ q.tsq_match
       AND ($4::text IS NULL OR m.memory_type = $4)
     ORDER BY (m.search_vector @@ q.tsq_web) DESC, ts_rank(m.search_vector, q.tsq_or) DESC, m.created_at DESC
     LIMIT $3
@@ -118,9 +147,10 @@ trg AS (
 )"""
 
 # Trigram matching is the expensive ranker (every candidate's head is re-checked); it exists for typos and
-# partial identifiers, so it is skipped when full-text search already found several complete matches
-# (an uncorrelated condition: PostgreSQL evaluates it once and then does not scan at all).
-_TRIGRAM_GUARD = "AND NOT EXISTS (SELECT 1 FROM fts WHERE fts.evidence >= 0.9 OFFSET 2)"
+# partial identifiers, so it is skipped when full-text search already found a complete match
+# (an uncorrelated condition: PostgreSQL evaluates it once and then does not scan at all). Typos and partial
+# identifiers leave full-text search without a complete match, so trigram matching then runs.
+_TRIGRAM_GUARD = "AND NOT EXISTS (SELECT 1 FROM fts WHERE fts.evidence >= 0.9)"
 
 # $7 query vector (text), $8 similarity floor, $9 similarity ceiling; {dim} and {model} are inlined so the
 # planner can use the partial HNSW index of that vector space.
@@ -143,7 +173,7 @@ dense AS (
 
 def _build_sql(rankers: Iterable[Ranker], dense_space: tuple[str, int] | None) -> str:
     ctes = [_USR]
-    parts: list[str] = []
+    parts: list[str] = ["SELECT id, rnk, evidence, 'key' AS src FROM keyhit"]
     if "fts" in rankers:
         ctes.append(_FTS)
         parts.append("SELECT id, rnk, evidence, 'fts' AS src FROM fts")
@@ -154,7 +184,7 @@ def _build_sql(rankers: Iterable[Ranker], dense_space: tuple[str, int] | None) -
         model, dim = dense_space
         ctes.append(_DENSE.format(dim=int(dim), model=sql_literal(model)))
         parts.append("SELECT id, rnk, evidence, 'dense' AS src FROM dense")
-    if not parts:
+    if len(parts) == 1:
         raise ValueError("no ranker to run")
     k = RRF_K
     return f"""
@@ -231,9 +261,7 @@ async def hybrid_search(
         vector = await embeddings.query_vector(query)
         if vector is not None and embeddings.embedder.dimension is not None:
             dense_space = (embeddings.embedder.model_id, embeddings.embedder.dimension)
-    if len(rankers) > 1 and len(query.split()) > TRIGRAM_MAX_WORDS:
-        # Long questions are for full-text and dense ranking; trigram similarity of a whole sentence
-        # against a document head is weak evidence and costly.
+    if len(rankers) > 1 and not wants_trigram(query):
         rankers = [r for r in rankers if r != "trigram"]
     if dense_space is None:
         rankers = [r for r in rankers if r != "dense"]
@@ -265,6 +293,18 @@ async def hybrid_search(
 
 
 # "-word" excludes a word (websearch syntax), but short dashed tokens are command flags: "df -h", "ls -la".
+def wants_trigram(query: str) -> bool:
+    """Whether fuzzy trigram matching can add something: short word queries (typos, partial words).
+
+    Long questions are for full-text and dense ranking (the similarity of a whole sentence to a document head
+    is weak evidence). Tokens with digits (hashes, ids, IPs, versions) are matched exactly or as prefixes by
+    full-text search; fuzzily they would only surface *other* ids that look alike, at a high cost on large
+    stores (their trigrams are everywhere).
+    """
+    words = query.split()
+    return 0 < len(words) <= TRIGRAM_MAX_WORDS and not any(ch.isdigit() for ch in query)
+
+
 _NEGATION_RE = re.compile(r'"[^"]*"|(?:^|\s)-([A-Za-z][\w.\-]{3,})')
 _FLAG_RE = re.compile(r"(^|\s)(?:--|-(?=\w[\w\-]{0,2}(?:\s|$)))")
 
