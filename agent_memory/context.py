@@ -271,6 +271,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         self._dirty = False  # state changed but not yet saved (database was unreachable)
         self._view: list[LLMMessage] | None = None  # get_messages() result until the next change
         self._retry_at = 0.0  # monotonic time before which get_messages() does not retry the database
+        self._layer_fresh = False  # the user layer was (re)loaded by this object
 
     # ------------------------------------------------------------------ properties
 
@@ -330,7 +331,9 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         async with self._lock:
             if self.pending_count:
                 await self._flush_locked()
-            if not self._state.user_layer_loaded:
+            if not self._layer_fresh:
+                # Once per session (this object): a resumed thread shows its saved layer until its first new
+                # message, then the user's current preferences and facts.
                 await self._load_user_layer()
             if isinstance(message, UserMessage):
                 # Expansions are for the turn they were made for (recall notes are short and stay).
@@ -366,6 +369,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         async with self._lock:
             self._state = ContextState()
             self._changes.everything()
+            self._layer_fresh = False  # the next message starts a new conversation: load the layer again
             self._messages = []
             self._view = None
             await self._autosave()
@@ -839,6 +843,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         budget = self._config.user_layer_max_tokens
         if budget <= 0:
             self._state.user_layer_loaded = True
+            self._layer_fresh = True
             return
         try:
             store = await self.get_store()
@@ -873,9 +878,9 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
             keys.append(row["memory_key"])
             used += cost
         self._state.user_layer_loaded = True
-        if lines:
-            self._state.user_layer = SystemMessage(content="\n".join([header, *lines]))
-            self._state.user_layer_keys = keys
+        self._layer_fresh = True
+        self._state.user_layer = SystemMessage(content="\n".join([header, *lines])) if lines else None
+        self._state.user_layer_keys = keys
 
     def _candidates(self, exclude: ContextEntry) -> list[OffloadedPart]:
         """Items a user message may refer to: what this context offloaded, and verified references."""

@@ -461,6 +461,21 @@ async def test_user_layer_follows_the_leading_system_message_and_fits_its_budget
     assert "preference number 39" in messages[1].content  # type: ignore[operator]
 
 
+async def test_resumed_thread_refreshes_the_user_layer_on_its_first_new_message(
+    store: MemoryStore, user_id: str
+) -> None:
+    thread = f"thread-{uuid.uuid4().hex[:8]}"
+    await store.store("Prefers Python 3.11", user_id=user_id, memory_type="user_preference")
+    ctx = MemoryContext(store=store, user_id=user_id, thread_id=thread)
+    await ctx.add_message(UserMessage(content="hello", source="user"))
+    await store.store("Now prefers Python 3.13", user_id=user_id, memory_type="user_preference")
+    resumed = await MemoryContext.resume(store, user_id, thread)
+    assert await resumed.get_messages() == await ctx.get_messages()  # exactly as saved
+    await resumed.add_message(UserMessage(content="next session", source="user"))
+    layer = (await resumed.get_messages())[0]
+    assert isinstance(layer, SystemMessage) and "Python 3.13" in layer.content
+
+
 async def test_ambiguous_request_recalls_user_memories(store: MemoryStore, user_id: str) -> None:
     key = await store.store(
         "Default database: postgresql://db.internal:5432/agentfusion (read-only user af_ro)",
