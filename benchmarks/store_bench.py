@@ -21,10 +21,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import machine, percentile, summary_ms, throwaway_database_url, write_section  # noqa: E402
+from _common import machine, percentile, summary_ms, throwaway_database_url, write_section
 
-from agent_memory import MemoryStore  # noqa: E402
-from agent_memory.config import Settings  # noqa: E402
+from agent_memory import MemoryStore
+from agent_memory.config import Settings
 
 WORDS = (
     "install build compile deploy docker kubernetes postgres redis nginx timeout connection refused error warning "
@@ -41,7 +41,7 @@ COMMANDS = ["npm install", "pip install -r requirements.txt", "pytest -q", "dock
 # Real outputs share a few very common words and many rare ones: a Zipf-like vocabulary of the base words
 # plus synthetic project-specific terms (module names, hosts, table names).
 SYLLABLES = "ka lo mi nu pe ra si to vu xe za bo ci du fe gi".split()
-VOCAB = WORDS + [a + b + c for a in SYLLABLES for b in SYLLABLES for c in ("", "x", "tor", "db", "svc")]
+VOCAB = [*WORDS, *(a + b + c for a in SYLLABLES for b in SYLLABLES for c in ("", "x", "tor", "db", "svc"))]
 ZIPF_WEIGHTS = [1.0 / (rank + 1) for rank in range(len(VOCAB))]
 
 
@@ -52,8 +52,10 @@ def make_memory(rng: random.Random) -> tuple[str, str, str]:
     lines = []
     for n in range(rng.randint(20, 60)):
         level = rng.choices(["INFO", "WARN", "ERROR"], weights=[8, 2, 1])[0]
-        words = " ".join(rng.choices(VOCAB, weights=ZIPF_WEIGHTS, k=rng.randint(3, 8)) + [rng.choice(topic)])
-        lines.append(f"2026-11-{rng.randint(1, 28):02d}T{n % 24:02d}:00:00 {level} {words} id={rng.getrandbits(48):012x}")
+        words = " ".join([*rng.choices(VOCAB, weights=ZIPF_WEIGHTS, k=rng.randint(3, 8)), rng.choice(topic)])
+        lines.append(
+            f"2026-11-{rng.randint(1, 28):02d}T{n % 24:02d}:00:00 {level} {words} id={rng.getrandbits(48):012x}"
+        )
     kind = rng.choice(["command_output", "command_output", "tool_result", "note"])
     return "\n".join(lines) + "\n", f"{command} output", kind
 
@@ -170,7 +172,7 @@ async def main() -> None:
         f"{args.others} memories of 4 other users present; {args.queries} operations per row; "
         "memories are 20-60 line log outputs (~2-5 KB). Times are ms: p50 / p95 / mean.",
         "",
-        "| memories (user) | store | retrieve (full) | search (FTS+trigram RRF) | naive ILIKE scan | ILIKE/search p50 |",
+        "| memories (user) | store | retrieve (full) | search (lexical) | naive ILIKE scan | ILIKE/search p50 |",
         "|---|---|---|---|---|---|",
     ]
     for size, _, result, ratio in rows:
