@@ -154,7 +154,7 @@ class SkillHints(Memory):
     context injection). Nothing matches: nothing is added.
 
     Example:
-        >>> hints = [SkillHints(skills)]
+        >>> hints = [SkillHints(skills)]  # doctest: +SKIP
         >>> agent = AssistantAgent("coder", client, tools=skill_tools(skills), memory=hints)  # doctest: +SKIP
     """
 
