@@ -11,6 +11,7 @@ Examples::
     agent-memory skills export ./skills --user alice           # SKILL.md folders (Agent Skills format)
     agent-memory skills import ./skills --user bob --agent coder
     agent-memory skills prune --user alice --unused-days 90 --dry-run
+    agent-memory skills delete count_words --user alice
 
 ``--agent`` picks the agent when a skill name exists for several agents of the user (the command says so).
 Exit codes: 0 ok, 1 no such skill (for this user), 2 bad input.
@@ -96,6 +97,15 @@ def _status_command(status: SkillStatus, verb: str) -> Any:
 
 def _safe_dir(agent: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", agent).strip("._") or "agent"
+
+
+async def cmd_delete(args: argparse.Namespace, cli: Cli) -> int:
+    registry = _registry(await cli.store())
+    user = cli.user()
+    agent = await registry.resolve_agent(user, args.name, args.agent)
+    await registry.delete(user, agent, args.name)
+    cli.emit({"deleted": args.name, "agent_id": agent}, f"deleted {args.name} (agent {agent}) and its history")
+    return EXIT_OK
 
 
 async def cmd_export(args: argparse.Namespace, cli: Cli) -> int:
@@ -188,6 +198,11 @@ def register(subparsers: Any) -> None:
         p.add_argument("name")
         _common(p, agent_help=which)
         p.set_defaults(handler=_status_command(status, verb))  # type: ignore[arg-type]
+
+    p = sub.add_parser("delete", help="delete a skill and its version history")
+    p.add_argument("name")
+    _common(p, agent_help=which)
+    p.set_defaults(handler=cmd_delete)
 
     p = sub.add_parser("export", help="write skills as Agent Skills folders (SKILL.md + scripts/)")
     p.add_argument("directory")

@@ -105,3 +105,13 @@ async def test_prune_dry_run_and_stats(store: MemoryStore, user_id: str, tmp_pat
     assert json.loads(stats.stdout)["by_status"] == {"pending_approval": 1}
     assert run("prune", "--user", user_id, "--unused-days", "0").returncode == 0
     assert json.loads(run("stats", "--user", user_id, "--json").stdout)["total"] == 0
+
+
+async def test_show_an_old_version_and_delete(store: MemoryStore, user_id: str, tmp_path: Path) -> None:
+    skills = await pending_skill(store, user_id, tmp_path)
+    await skills.register_skill("add_numbers", "Add two integers", ADD.replace("a + b", "b + a"))
+    old = run("show", "add_numbers", "--user", user_id, "--version", "1", "--code")
+    assert (old.returncode, old.stdout) == (0, ADD + "\n")
+    assert run("show", "add_numbers", "--user", user_id, "--version", "7").returncode == 2
+    assert run("delete", "add_numbers", "--user", user_id).returncode == 0
+    assert run("show", "add_numbers", "--user", user_id).returncode == 1
