@@ -272,6 +272,8 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         self._view: list[LLMMessage] | None = None  # get_messages() result until the next change
         self._retry_at = 0.0  # monotonic time before which get_messages() does not retry the database
         self._layer_fresh = False  # the user layer was (re)loaded by this object
+        # entry id -> (first-use rendering, its tokens, compact rendering, its tokens); rebuilt on demand
+        self._renders: dict[int, tuple[LLMMessage, int, LLMMessage, int]] = {}
 
     # ------------------------------------------------------------------ properties
 
@@ -368,6 +370,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         """Forget the conversation (the stored memories stay in the store)."""
         async with self._lock:
             self._state = ContextState()
+            self._renders.clear()
             self._changes.everything()
             self._layer_fresh = False  # the next message starts a new conversation: load the layer again
             self._messages = []
@@ -382,6 +385,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         """Restore a state from :meth:`save_state` (or AutoGen's ``{"messages": [...]}`` context state)."""
         async with self._lock:
             self._state = self._parse_state(state)
+            self._renders.clear()
             self._changes.everything()
             self._view = None
             await self._autosave()
@@ -448,6 +452,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
             return False
         async with self._lock:
             self._state = loaded
+            self._renders.clear()
             self._changes = changes  # the database holds exactly this state, at this revision
             self._view = None
             self._dirty = False
@@ -683,7 +688,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
 
     def _touched(self, entry: ContextEntry) -> None:
         """An entry changed in place: re-render it and save it again."""
-        entry.invalidate()
+        self._renders.pop(entry.id, None)
         self._changes.touch(entry)
 
     def _remove_entries(self, kind: str) -> None:
@@ -731,7 +736,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
 
     def _render(self, entry: ContextEntry) -> tuple[LLMMessage, int, LLMMessage, int]:
         """(first-use rendering, its tokens, compact rendering, its tokens), cached per entry."""
-        cached = entry._rendered
+        cached = self._renders.get(entry.id)
         if cached is not None:
             return cached
         full = self._render_message(entry, compact=False)
@@ -739,7 +744,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         full_tokens = message_tokens(full)
         compact_tokens = message_tokens(compact) if compact is not full else full_tokens
         result = (full, full_tokens, compact, compact_tokens)
-        entry._rendered = result
+        self._renders[entry.id] = result
         return result
 
     def _units(self) -> list[Unit]:

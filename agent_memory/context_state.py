@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import asyncpg
 from autogen_core.models import LLMMessage, SystemMessage
-from pydantic import BaseModel, Field, PrivateAttr
+from pydantic import BaseModel, Field
 
 STATE_VERSION = 1
 log = logging.getLogger(__name__)
@@ -82,13 +82,6 @@ class ContextEntry(BaseModel):
     """This user's memories that the message's own text refers to (verified in SQL when it was added)."""
     archive_key: str | None = None
     """Key of the stored transcript span holding this message's text, once the budget made it drop out."""
-
-    # (first-use rendering, tokens, compact rendering, tokens); not part of the state, rebuilt on demand.
-    _rendered: tuple[Any, int, Any, int] | None = PrivateAttr(default=None)
-
-    def invalidate(self) -> None:
-        """Forget the cached rendering (after a part changed)."""
-        self._rendered = None
 
 
 class ContextState(BaseModel):
