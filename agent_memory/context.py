@@ -24,7 +24,7 @@ Example:
     ...         [msg] = await ctx.get_messages()
     ...         return msg.content[0].content.splitlines()[0]
     >>> asyncio.run(main())  # doctest: +SKIP
-    '[MemoryRef: cmd_5f0c1e2d3a4b - run_code: line 0: ok (2000 lines, 16000 tokens) - 16000 tokens] ...'
+    '[MemoryRef: cmd_5f0c1e2d3a4b - run_code: line 0: ok (2000 lines) - 12999 tokens] (too big to show in full: ...'
 """
 
 from __future__ import annotations
