@@ -52,6 +52,7 @@ RRF_K = 60
 CANDIDATES_PER_RANKER = 50
 TRIGRAM_THRESHOLD = 0.45
 TRIGRAM_MAX_WORDS = 4
+TRIGRAM_ALWAYS_BELOW_ROWS = 50_000  # below this table size trigram matching runs for every query
 FTS_COMMON_ROWS = 2000  # a query word in more rows than this is not used to find candidates
 HNSW_EF_SEARCH = 100
 DEFAULT_MIN_SCORE = 0.2
@@ -151,6 +152,10 @@ trg AS (
 # (an uncorrelated condition: PostgreSQL evaluates it once and then does not scan at all). Typos and partial
 # identifiers leave full-text search without a complete match, so trigram matching then runs.
 _TRIGRAM_GUARD = "AND NOT EXISTS (SELECT 1 FROM fts WHERE fts.evidence >= 0.9)"
+# For long or digit-bearing queries trigram matching still helps a little, and is cheap while the table is small.
+_SMALL_TABLE_GUARD = (
+    f"AND (SELECT reltuples FROM pg_class WHERE oid = 'agent_memories'::regclass) < {TRIGRAM_ALWAYS_BELOW_ROWS}"
+)
 
 # $7 query vector (text), $8 similarity floor, $9 similarity ceiling; {dim} and {model} are inlined so the
 # planner can use the partial HNSW index of that vector space.
@@ -171,14 +176,15 @@ dense AS (
 )"""
 
 
-def _build_sql(rankers: Iterable[Ranker], dense_space: tuple[str, int] | None) -> str:
+def _build_sql(rankers: Iterable[Ranker], dense_space: tuple[str, int] | None, trigram_small_only: bool) -> str:
     ctes = [_USR]
     parts: list[str] = ["SELECT id, rnk, evidence, 'key' AS src FROM keyhit"]
     if "fts" in rankers:
         ctes.append(_FTS)
         parts.append("SELECT id, rnk, evidence, 'fts' AS src FROM fts")
     if "trigram" in rankers:
-        ctes.append(_TRIGRAM.format(guard=_TRIGRAM_GUARD if "fts" in rankers else ""))
+        guard = (_TRIGRAM_GUARD if "fts" in rankers else "") + (" " + _SMALL_TABLE_GUARD if trigram_small_only else "")
+        ctes.append(_TRIGRAM.format(guard=guard))
         parts.append("SELECT id, rnk, evidence, 'trigram' AS src FROM trg")
     if "dense" in rankers and dense_space is not None:
         model, dim = dense_space
@@ -214,14 +220,14 @@ SELECT id,
 FROM "User" WHERE identifier = $1
 """
 
-_SQL_CACHE: dict[tuple[tuple[Ranker, ...], tuple[str, int] | None], str] = {}
+_SQL_CACHE: dict[tuple[tuple[Ranker, ...], tuple[str, int] | None, bool], str] = {}
 
 
-def search_sql(rankers: Iterable[Ranker], dense_space: tuple[str, int] | None) -> str:
+def search_sql(rankers: Iterable[Ranker], dense_space: tuple[str, int] | None, trigram_small_only: bool = False) -> str:
     """The fused ranking statement for these rankers (and vector space), cached."""
-    key = (tuple(r for r in ALL_RANKERS if r in set(rankers)), dense_space)
+    key = (tuple(r for r in ALL_RANKERS if r in set(rankers)), dense_space, trigram_small_only)
     if key not in _SQL_CACHE:
-        _SQL_CACHE[key] = _build_sql(key[0], dense_space)
+        _SQL_CACHE[key] = _build_sql(key[0], dense_space, trigram_small_only)
     return _SQL_CACHE[key]
 
 
@@ -261,13 +267,11 @@ async def hybrid_search(
         vector = await embeddings.query_vector(query)
         if vector is not None and embeddings.embedder.dimension is not None:
             dense_space = (embeddings.embedder.model_id, embeddings.embedder.dimension)
-    if len(rankers) > 1 and not wants_trigram(query):
-        rankers = [r for r in rankers if r != "trigram"]
     if dense_space is None:
         rankers = [r for r in rankers if r != "dense"]
         if not rankers:
             return []
-    sql = search_sql(rankers, dense_space)
+    sql = search_sql(rankers, dense_space, trigram_small_only=len(rankers) > 1 and not wants_trigram(query))
     args: list[Any] = [
         None, query, opts.candidates, memory_type, " ".join(negated_words(query)), websearch_text(query)
     ]  # fmt: skip
