@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import random
 import re
 import statistics
@@ -256,6 +257,7 @@ async def main() -> None:
     args = parser.parse_args()
 
     seed_tiktoken_cache()
+    load_before = os.getloadavg()[0]
     url = await throwaway_database_url(args.database_url)
     store = await MemoryStore.open(url, settings=Settings(database_url=url))
     counter = OpenAIChatCompletionClient(model="gpt-4o", api_key="unused-for-counting")
@@ -328,7 +330,9 @@ async def main() -> None:
 
     body = f"""## MemoryContext (issue 3) — `benchmarks/context_bench.py`
 
-Machine: {machine()}. Transcript: {TURNS} turns (user request, `run_code` call, tool output, answer),
+Machine: {machine()}, load average {load_before:.1f} at the start (shared machine: timings are noisy,
+token counts are exact and deterministic).
+Transcript: {TURNS} turns (user request, `run_code` call, tool output, answer),
 outputs {min(output_tokens)}..{max(output_tokens)} tokens (log-uniform, total {sum(output_tokens):,} tokens),
 one planted fact per output.
 Prompt tokens counted with AutoGen's `OpenAIChatCompletionClient.count_tokens` (gpt-4o) at both model calls of
