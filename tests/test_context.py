@@ -571,6 +571,26 @@ async def test_resume_of_another_users_thread_is_empty(store: MemoryStore, user_
     assert await intruder.get_messages() == []
 
 
+async def test_forgetting_the_user_deletes_saved_contexts(store: MemoryStore, user_id: str) -> None:
+    thread = f"thread-{uuid.uuid4().hex[:8]}"
+    ctx = MemoryContext(store=store, user_id=user_id, thread_id=thread)
+    await ctx.add_message(UserMessage(content=big_log(200), source="user"))
+    await store.forget_user(user_id)
+    assert await (await MemoryContext.resume(store, user_id, thread)).get_messages() == []
+    rows = await store.db.pool.fetchval(
+        "SELECT count(*) FROM agent_memory_context_entries WHERE thread_id = $1", thread
+    )
+    assert rows == 0
+
+
+async def test_delete_saved_state(store: MemoryStore, user_id: str) -> None:
+    thread = f"thread-{uuid.uuid4().hex[:8]}"
+    ctx = MemoryContext(store=store, user_id=user_id, thread_id=thread)
+    await ctx.add_message(UserMessage(content="hello", source="user"))
+    await ctx.delete_saved_state()
+    assert not await MemoryContext(store=store, user_id=user_id, thread_id=thread).load()
+
+
 async def test_explicit_save_without_autosave(store: MemoryStore, user_id: str) -> None:
     thread = f"thread-{uuid.uuid4().hex[:8]}"
     ctx = MemoryContext(store=store, user_id=user_id, thread_id=thread, autosave=False)
