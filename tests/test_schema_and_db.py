@@ -102,3 +102,20 @@ async def test_unreachable_server_gives_actionable_error_without_password() -> N
 def test_redact_url_hides_only_the_password() -> None:
     assert redact_url("postgresql://u:p%40ss@db:5432/x") == "postgresql://u:***@db:5432/x"
     assert redact_url("postgresql://u@db/x") == "postgresql://u@db/x"
+
+
+async def test_embedded_server_requires_its_password(tmp_path_factory: pytest.TempPathFactory) -> None:
+    from agent_memory.db import start_embedded_server
+
+    home = tmp_path_factory.mktemp("pw")
+    server = await start_embedded_server(home)
+    password = (home / "db-password").read_text().strip()
+    assert password and f":{password}@" in server.uri
+    assert (home / "db-password").stat().st_mode & 0o077 == 0  # only the owner can read it
+    without_password = server.uri.replace(f":{password}@", ":@")
+    with pytest.raises((asyncpg.InvalidPasswordError, asyncpg.InvalidAuthorizationSpecificationError)):
+        await asyncpg.connect(without_password)
+    conn = await asyncpg.connect(server.uri)
+    await conn.close()
+    again = await start_embedded_server(home)  # a second start reuses the same password
+    assert again.uri == server.uri
