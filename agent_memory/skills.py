@@ -118,7 +118,7 @@ class ProceduralMemorySettings(BaseSettings):
     require_skill_approval: bool = Field(default=False, description="New skills wait for approval before use.")
     max_skills_per_user: int = Field(default=0, ge=0, description="Skills per user and agent; 0 = unlimited.")
     skill_search_threshold: float = Field(
-        default=0.2, ge=0.0, le=1.0, description="Minimum relevance (0..1, lexical evidence) of a search hit."
+        default=0.3, ge=0.0, le=1.0, description="Minimum relevance (0..1) of a search hit."
     )
     prefer_skills: bool = Field(default=True, description="The prompt tells the agent to search skills first.")
     execution_timeout: int = Field(default=60, ge=1, description="Seconds a skill run may take (tree killed after).")
@@ -604,7 +604,7 @@ class SkillRegistry:
         query: str,
         *,
         limit: int = 5,
-        threshold: float = 0.2,
+        threshold: float = 0.3,
         statuses: Sequence[SkillStatus] = ("active",),
         embedder: Embedder | None = None,
     ) -> builtins.list[Skill]:

@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from _common import machine, throwaway_database_url, write_section
+from _common import machine, summary_ms, throwaway_database_url, write_section
 from autogen_agentchat.base import TaskResult
 from autogen_agentchat.messages import CodeExecutionEvent, TextMessage
 from support.scripted_llm import RecordedRequest, Reply, ScriptedLLM
@@ -226,11 +226,58 @@ def summary(bench: BenchTask, baseline: list[dict[str, Any]], learned: list[dict
     ]
 
 
+_VERBS = ["compute", "parse", "plot", "summarise", "validate", "convert", "merge", "filter", "rank", "export"]
+_OBJECTS = ["latency", "revenue", "invoice", "sensor", "log", "order", "user", "ticket", "build", "backup"]
+_FORMATS = ["csv", "json", "parquet", "xml", "yaml", "excel", "sql", "html", "markdown", "text"]
+
+
+async def scale(store: MemoryStore, home: Path, sizes: list[int], queries: int = 40) -> list[str]:
+    """Latency of register / search_skills / use_skill with N skills per user and agent (another user holds N too)."""
+    from agent_memory.skills import ProceduralMemory
+
+    rows = []
+    for n in sizes:
+        mine = ProceduralMemory(store, user_id=f"scale-{uuid.uuid4().hex[:8]}", agent_id="coder", work_dir=home / "s")
+        other = ProceduralMemory(store, user_id=f"scale-{uuid.uuid4().hex[:8]}", agent_id="coder", work_dir=home / "s")
+        register_s: list[float] = []
+        for i in range(n):
+            verb, obj, fmt = _VERBS[i % 10], _OBJECTS[(i // 10) % 10], _FORMATS[(i // 100) % 10]
+            name = f"{verb}_{obj}_{fmt}_{i}"
+            code = f"def {name}(path: str = 'data.{fmt}') -> str:\n    return '{verb} {obj} from ' + path\n"
+            description = f"{verb.capitalize()} the {obj} records of a {fmt} file"
+            for memory in (mine, other):
+                started = time.perf_counter()
+                await memory.register_skill(name, description, code, example_prompts=[f"{verb} my {obj} {fmt}"])
+                if memory is mine:
+                    register_s.append(time.perf_counter() - started)
+        search_s: list[float] = []
+        hits = 0
+        for q in range(queries):
+            verb, obj, fmt = _VERBS[q % 10], _OBJECTS[(q * 3) % 10], _FORMATS[(q * 7) % 10]
+            query = f"please {verb} the {obj} data in this {fmt} file" if q % 4 else "book a table for two tonight"
+            started = time.perf_counter()
+            found = await mine.search_skills(query)
+            search_s.append(time.perf_counter() - started)
+            hits += bool(found)
+        target = (await mine.list_skills())[0]
+        use_s: list[float] = []
+        for _ in range(10):
+            started = time.perf_counter()
+            run = await mine.use_skill(target.name)
+            use_s.append(time.perf_counter() - started)
+            assert run.success, run.output
+        rows.append(
+            f"| {n:,} | {summary_ms(register_s)} | {summary_ms(search_s)} | {hits}/{queries} | {summary_ms(use_s)} |"
+        )
+    return rows
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5, help="repetitions of each task per scenario (>= 3)")
     parser.add_argument("--database-url", help="PostgreSQL URL (default: a throwaway embedded server)")
     parser.add_argument("--no-write", action="store_true", help="print only; do not update RESULTS.md")
+    parser.add_argument("--sizes", default="10,100,1000", help="skills per user and agent for the latency table")
     args = parser.parse_args()
     url = await throwaway_database_url(args.database_url)
     store = await MemoryStore.open(url, settings=Settings(database_url=url))
@@ -242,6 +289,7 @@ async def main() -> None:
                 baseline = await scenario(store, llm, home, bench, skills=False, runs=args.runs)
                 learned = await scenario(store, llm, home, bench, skills=True, runs=args.runs)
                 results[bench.label] = (baseline, learned)
+        scale_rows = await scale(store, home, [int(x) for x in args.sizes.split(",")])
     finally:
         await store.close()
 
@@ -284,6 +332,17 @@ async def main() -> None:
         "schemas (~370 tokens) and the skills prompt (~130 tokens), so for the 2-line task prompt tokens are "
         "higher with skills, while for the long function (whose code a team without skills regenerates and then "
         "carries in its context) reuse costs fewer prompt tokens and far fewer completion tokens.",
+    ]
+    body += [
+        "",
+        "Latency with N skills for the user and agent (another user holds N more; p50 / p95 / mean in ms). "
+        "register: one new skill (user row, lock, insert, version row); search_skills: lexical (full-text + "
+        "trigram + name), 3 of 4 queries name a verb/object/format of the skills, 1 of 4 is unrelated (hits = "
+        "queries with a result); use_skill: validate + run a trivial Python skill in the sandbox + record the run.",
+        "",
+        "| skills | register | search_skills | queries with hits | use_skill |",
+        "|---|---|---|---|---|",
+        *scale_rows,
     ]
     text = "\n".join(body)
     print(text)
