@@ -523,8 +523,13 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         base_meta: dict[str, Any] = {"message_type": message.type}
         if isinstance(message, UserMessage):
             base_meta["source"] = message.source
+            # AutoGen hands other agents' messages to a context as UserMessage(source=<agent name>).
+            kind, memory_type = "user paste", "user_paste"
+            if message.source and not message.source.lower().startswith("user"):
+                kind = message.source
+                memory_type = "command_output" if _COMMAND_TOOL_RE.search(message.source) else "agent_output"
             if isinstance(message.content, str):
-                part = await self._offload(message.content, 0, "user_paste", base_meta, kind="user paste")
+                part = await self._offload(message.content, 0, memory_type, base_meta, kind=kind)
                 if part is None:
                     return ContextEntry(message=message)
                 return ContextEntry(message=message.model_copy(update={"content": ""}), parts=[part])
@@ -532,7 +537,7 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
             parts: list[OffloadedPart] = []
             for i, piece in enumerate(message.content):
                 if isinstance(piece, str):
-                    part = await self._offload(piece, i, "user_paste", base_meta, kind="user paste")
+                    part = await self._offload(piece, i, memory_type, base_meta, kind=kind)
                     if part is not None:
                         parts.append(part)
                         new_content[i] = ""

@@ -191,6 +191,14 @@ async def test_big_user_paste_is_offloaded(store: MemoryStore, user_id: str) -> 
     assert (await store.get(ref.key, user_id=user_id)).memory_type == "user_paste"
 
 
+async def test_big_message_of_another_agent_is_typed_by_its_source(store: MemoryStore, user_id: str) -> None:
+    ctx = MemoryContext(store=store, user_id=user_id, keep_recent_full=0)
+    await ctx.add_message(UserMessage(content=big_log(300, seed="exec"), source="executor"))
+    await ctx.add_message(UserMessage(content=big_log(300, seed="review"), source="reviewer"))
+    types = [(await store.get(k, user_id=user_id)).memory_type for k in ctx.memory_keys]
+    assert types == ["command_output", "agent_output"]
+
+
 async def test_text_parts_of_multipart_user_content_are_offloaded_separately(store: MemoryStore, user_id: str) -> None:
     big = big_log(300, seed="multi")
     ctx = MemoryContext(store=store, user_id=user_id, keep_recent_full=0)
