@@ -182,7 +182,7 @@ class EmbeddingService:
             await asyncio.wait_for(self.ensure_ready(), self.query_timeout)
             return await asyncio.wait_for(self.embedder.embed_query(text), self.query_timeout)
         except (EmbeddingError, TimeoutError, asyncpg.PostgresError) as exc:
-            log.warning("query embedding failed, ranking lexically: %s", exc)
+            log.warning("query embedding failed, ranking lexically: %r", exc)
             return None
 
     # ------------------------------------------------------------------ background writer

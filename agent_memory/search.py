@@ -54,7 +54,7 @@ TRIGRAM_THRESHOLD = 0.45
 TRIGRAM_MAX_WORDS = 4
 TRIGRAM_ALWAYS_BELOW_ROWS = 50_000  # below this table size trigram matching runs for every query
 FTS_COMMON_ROWS = 2000  # a query word in more rows than this is not used to find candidates
-HNSW_EF_SEARCH = 100
+HNSW_EF_SEARCH = 40  # pgvector default; iterative scan still fills the candidate list
 DEFAULT_MIN_SCORE = 0.2
 SUPERSEDED_FACTOR = 0.8  # a stale fact scores at most this share of its newer replacement
 

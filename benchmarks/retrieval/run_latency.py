@@ -198,7 +198,7 @@ async def main() -> None:
         f"Reproduce: `python benchmarks/retrieval/run_latency.py` (seed {args.seed}). {len(queries)} query texts of "
         f"all categories x {SEARCH_ROUNDS} rounds per row, limit 5, default cut-off, sequential, through "
         "`MemoryStore.search`; embedded PostgreSQL 18 + pgvector 0.8.6 (HNSW m=16, ef_construction=64, "
-        f"ef_search=100, iterative scan) on the same 2-CPU machine as the client. Vectors: real MiniLM pool of "
+        f"ef_search=40, iterative scan) on the same 2-CPU machine as the client. Vectors: real MiniLM pool of "
         f"{POOL} texts + noise (see run_latency.py docstring).",
         "",
         "| memories of the user | ranking | search p50 ms | search p95 ms | results/query | cross-user hits |",
