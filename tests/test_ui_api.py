@@ -1,12 +1,17 @@
-"""The UI without any model configured, and behind an SSO proxy (trusted header login).
+"""The UI server over plain HTTP (login, the memory API and its isolation), without any model configured,
+and behind an SSO proxy (trusted header login).
 
-One `agent-memory ui` process with no OPENAI_* variables and ``AGENT_MEMORY_UI_HEADER_AUTH=1``.
+One `agent-memory ui` process with no OPENAI_* variables and ``AGENT_MEMORY_UI_HEADER_AUTH=1``. The HTTP
+tests need no browser; the two browser tests skip without chromium.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 
+import httpx
+import jwt
 import pytest
 from playwright.async_api import Browser, async_playwright, expect
 from test_ui_support import (
@@ -22,7 +27,10 @@ from test_ui_support import (
     ui_env,
 )
 
-pytestmark = [requires_chromium, pytest.mark.asyncio(loop_scope="session")]
+from agent_memory import MemoryStore
+from agent_memory.config import Settings
+
+pytestmark = [pytest.mark.asyncio(loop_scope="session")]
 
 TIMEOUT_MS = 60_000
 PROXY_HEADER = "X-Forwarded-User"
@@ -43,8 +51,16 @@ def app(ui_database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         AGENT_MEMORY_UI_TRUSTED_HEADER=PROXY_HEADER,
     )
     add_user("carol", "carol-secret-password", env)
+    add_user("erin", "erin-secret-password", env)
     with running_ui(env, ARTIFACTS / "app-no-model.log") as base:
         yield base
+
+
+@pytest.fixture(scope="module")
+async def ui_store(ui_database: str) -> AsyncIterator[MemoryStore]:
+    store = await MemoryStore.open(ui_database, settings=Settings(database_url=ui_database))
+    yield store
+    await store.close()
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +71,7 @@ async def browser() -> AsyncIterator[Browser]:
         await b.close()
 
 
+@requires_chromium
 async def test_without_a_model_the_chat_says_what_to_set(browser: Browser, app: str) -> None:
     context = await browser.new_context(viewport={"width": 1280, "height": 860})
     page = await context.new_page()
@@ -65,6 +82,7 @@ async def test_without_a_model_the_chat_says_what_to_set(browser: Browser, app: 
     await context.close()
 
 
+@requires_chromium
 async def test_a_trusted_proxy_header_logs_the_user_in(browser: Browser, app: str) -> None:
     context = await browser.new_context(extra_http_headers={PROXY_HEADER: "dave"})
     page = await context.new_page()
@@ -74,3 +92,63 @@ async def test_a_trusted_proxy_header_logs_the_user_in(browser: Browser, app: st
     assert who.status == 200
     assert (await who.json())["user"] == "dave"
     await context.close()
+
+
+# ---------------------------------------------------------------------------------------------- HTTP
+
+
+@asynccontextmanager
+async def logged_in(app: str, name: str, password: str) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=app, timeout=30) as client:
+        response = await client.post("/login", data={"username": name, "password": password})
+        assert response.status_code == 200, response.text
+        yield client
+
+
+async def test_login_with_a_wrong_password_is_refused_over_http(app: str) -> None:
+    async with httpx.AsyncClient(base_url=app, timeout=30) as client:
+        response = await client.post("/login", data={"username": "carol", "password": "carol-wrong-password"})
+        assert response.status_code == 401
+        unknown = await client.post("/login", data={"username": "nobody", "password": "carol-secret-password"})
+        assert unknown.status_code == 401
+        assert (await client.get("/memory-api/memories")).status_code == 401
+
+
+async def test_the_memory_api_serves_the_logged_in_user_only(app: str, ui_store: MemoryStore) -> None:
+    mine = await ui_store.store("carol's build log\nERROR disk full\n", user_id="carol", description="build log")
+    theirs = await ui_store.store("erin's secret\n", user_id="erin", description="erin secret")
+    async with logged_in(app, "carol", "carol-secret-password") as client:
+        listed = (await client.get("/memory-api/memories")).json()
+        assert listed["user"] == "carol"
+        assert [m["key"] for m in listed["memories"]] == [mine]
+        found = (await client.get("/memory-api/memories", params={"q": "disk full"})).json()
+        assert [m["key"] for m in found["memories"]] == [mine]
+        content = await client.get(f"/memory-api/memories/{mine}/content")
+        assert content.text == "carol's build log\nERROR disk full\n"
+        for path in (f"/memory-api/memories/{theirs}", f"/memory-api/memories/{theirs}/content"):
+            assert (await client.get(path)).status_code == 404
+        assert (await client.delete(f"/memory-api/memories/{theirs}")).status_code == 404
+        assert (await client.get("/memory-api/memories", params={"q": "erin secret"})).json()["memories"] == []
+        assert (await client.delete(f"/memory-api/memories/{mine}")).status_code == 200
+        assert (await client.get(f"/memory-api/memories/{mine}")).status_code == 404
+    assert await ui_store.retrieve(theirs, user_id="erin") == "erin's secret\n"
+
+
+async def test_a_token_signed_with_another_secret_is_refused(app: str) -> None:
+    claims = {"identifier": "erin", "metadata": {}, "exp": 4102444800}
+    forged = jwt.encode(claims, "a-different-secret-of-at-least-32-bytes", "HS256")
+    async with httpx.AsyncClient(base_url=app, timeout=30) as client:
+        response = await client.get("/memory-api/memories", headers={"Authorization": f"Bearer {forged}"})
+        assert response.status_code == 401
+
+
+async def test_thread_stats_count_tokens_kept_out_of_the_context(app: str, ui_store: MemoryStore) -> None:
+    big = "".join(f"line {i}: some build output\n" for i in range(2000))
+    await ui_store.store(big, user_id="carol", description="build output", thread_id="thread-stats-1")
+    await ui_store.store(big, user_id="erin", description="erin's build", thread_id="thread-stats-1")
+    async with logged_in(app, "carol", "carol-secret-password") as client:
+        stats = (await client.get("/memory-api/threads/thread-stats-1/stats")).json()
+    assert stats["memories"] == 1  # erin's memory in a thread of the same id is not counted
+    assert stats["stored_tokens"] > 10_000
+    assert 0 < stats["placeholder_tokens"] < 100
+    assert stats["kept_out_tokens"] == stats["stored_tokens"] - stats["placeholder_tokens"]
