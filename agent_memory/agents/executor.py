@@ -57,6 +57,7 @@ from ..placeholders import format_memory_ref
 from ..store import MemoryStore
 from ..tokens import count_tokens
 from .events import MemoryStoredEvent
+from .sandbox import RunAs, SandboxIdentity, prepare_work_dir, resolve_sandbox
 
 DEFAULT_MAX_OUTPUT_BYTES = 20 * 1024 * 1024
 KILL_GRACE_SECONDS = 2.0
@@ -86,6 +87,7 @@ class LocalProcessGroupExecutorConfig(BaseModel):
     cleanup_temp_files: bool = True
     scrub_env: bool = True
     extra_env: dict[str, str] = {}
+    run_as: RunAs = "auto"
 
 
 # Environment variables model-written code must not see: keys, tokens, passwords, database URLs, and this
@@ -161,6 +163,7 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
         cleanup_temp_files: bool = True,
         scrub_env: bool = True,
         extra_env: dict[str, str] | None = None,
+        run_as: RunAs = "auto",
     ) -> None:
         if work_dir is not None:
             Path(work_dir).mkdir(parents=True, exist_ok=True)
@@ -173,10 +176,21 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
         self._max_output_bytes = max_output_bytes
         self._scrub_env = scrub_env
         self._extra_env = dict(extra_env or {})
+        # As root, code runs as an unprivileged user (agent_memory.agents.sandbox); resolved on first run.
+        self._run_as: RunAs = run_as
+        self._identity: SandboxIdentity | None = None
+        self._identity_resolved = False
 
     @property
     def max_output_bytes(self) -> int:
         return self._max_output_bytes
+
+    async def sandbox_identity(self) -> SandboxIdentity | None:
+        """The OS identity code runs as (None: this process's own). See :mod:`agent_memory.agents.sandbox`."""
+        if not self._identity_resolved:
+            self._identity = await asyncio.to_thread(resolve_sandbox, self._run_as, Path(self.work_dir))
+            self._identity_resolved = True
+        return self._identity
 
     async def _execute_code_dont_check_setup(
         self, code_blocks: list[CodeBlock], cancellation_token: CancellationToken
@@ -255,14 +269,22 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
         self, argv: list[str], cap: int, cancellation_token: CancellationToken
     ) -> tuple[int, bool, bytes, int]:
         """Run one program in a new session; return (exit code, timed out, kept bytes, total bytes)."""
+        identity = await self.sandbox_identity()
+        env = child_environment(self._scrub_env, self._extra_env)
+        drop: dict[str, Any] = {}
+        if identity is not None:
+            prepare_work_dir(identity, Path(self.work_dir))
+            env.update(HOME=str(self.work_dir), USER=identity.user, LOGNAME=identity.user)
+            drop = {"user": identity.uid, "group": identity.gid, "extra_groups": []}
         proc = await asyncio.create_subprocess_exec(
             *argv,
             cwd=self.work_dir,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
-            env=child_environment(self._scrub_env, self._extra_env),
+            env=env,
             start_new_session=True,  # its own process group: killpg reaches every descendant
+            **drop,
         )
         pgid = proc.pid
         assert proc.stdout is not None
@@ -326,6 +348,7 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
             cleanup_temp_files=self._cleanup_temp_files,
             scrub_env=self._scrub_env,
             extra_env=self._extra_env,
+            run_as=self._run_as,
         )
 
     @classmethod
@@ -337,6 +360,7 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
             cleanup_temp_files=config.cleanup_temp_files,
             scrub_env=config.scrub_env,
             extra_env=config.extra_env,
+            run_as=config.run_as,
         )
 
 
