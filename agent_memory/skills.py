@@ -263,6 +263,7 @@ _SKILL_COLUMNS = (
 )
 _OWNED = """s.user_id = (SELECT id FROM "User" WHERE identifier = $1) AND s.agent_id = $2"""
 
+_MINE = "s.user_id = usr.id AND s.agent_id = $2 AND s.status = ANY($4::text[])"
 # $1 user identifier, $2 agent, $3 query, $4 statuses, $5 candidates per ranker, $6 all rows, $7 embedder space
 _SEARCH_SQL = f"""
 WITH usr AS (SELECT id FROM "User" WHERE identifier = $1),
@@ -273,42 +274,43 @@ q AS (
            websearch_to_tsquery('english', $3) AS tsq_web
     FROM (SELECT tsvector_to_array(to_tsvector('english', $3)) AS lex) l
 ),
-mine AS (
-    SELECT s.* FROM skills s, usr WHERE s.user_id = usr.id AND s.agent_id = $2 AND s.status = ANY($4::text[])
-),
 fts_hits AS (
-    SELECT s.id, (s.search_vector @@ q.tsq_web) AS all_terms, ts_rank(s.search_vector, q.tsq_or) AS rank,
-           (SELECT count(*) FROM unnest(q.lex) x
-             WHERE s.search_vector @@ to_tsquery('simple', quote_literal(x)))::float8 / cardinality(q.lex) AS coverage
-    FROM mine s, q
-    WHERE q.tsq_or IS NOT NULL AND s.search_vector @@ q.tsq_or
+    SELECT s.id, s.search_vector AS sv, (s.search_vector @@ q.tsq_web) AS all_terms,
+           ts_rank(s.search_vector, q.tsq_or) AS rank
+    FROM skills s, usr, q
+    WHERE {_MINE} AND q.tsq_or IS NOT NULL AND s.search_vector @@ q.tsq_or
     ORDER BY all_terms DESC, rank DESC LIMIT $5
+),
+fts_cov AS (  -- share of the query's words each kept row has (computed for the kept rows only)
+    SELECT h.id, h.all_terms, h.rank,
+           (SELECT count(*) FROM unnest(q.lex) x WHERE h.sv @@ to_tsquery('simple', quote_literal(x)))::float8
+             / cardinality(q.lex) AS coverage
+    FROM fts_hits h, q
 ),
 fts AS (
     SELECT id, row_number() OVER (ORDER BY all_terms DESC, coverage DESC, rank DESC) AS rnk,
            CASE WHEN all_terms THEN 1.0 ELSE coverage END ^ 1.5 * 0.95 AS evidence
-    FROM fts_hits
+    FROM fts_cov
 ),
 -- The skill's own name words all present in the task ("count words" in "please count the words of x.txt")
 -- is strong evidence even when the task has many other words.
 name_hits AS (
-    SELECT s.id, n.total,
-           (SELECT count(*) FROM unnest(n.words) w WHERE w = ANY(q.lex))::float8 / greatest(n.total, 1) AS coverage
-    FROM mine s, q,
-         LATERAL (SELECT tsvector_to_array(to_tsvector('english', replace(replace(s.name, '_', ' '), '-', ' ')))
-                  AS words) w0,
-         LATERAL (SELECT w0.words, cardinality(w0.words) AS total) n
-    WHERE q.tsq_or IS NOT NULL AND n.total > 0
+    SELECT s.id, cardinality(s.name_lexemes) AS total,
+           (SELECT count(*) FROM unnest(s.name_lexemes) w WHERE w = ANY(q.lex))::float8
+             / greatest(cardinality(s.name_lexemes), 1) AS coverage
+    FROM skills s, usr, q
+    WHERE {_MINE} AND s.name_lexemes && q.lex
 ),
 nam AS (
     SELECT id, row_number() OVER (ORDER BY coverage DESC, total DESC) AS rnk,
            coverage ^ 2 * CASE WHEN total >= 2 THEN 0.9 ELSE 0.5 END AS evidence
-    FROM name_hits WHERE coverage > 0
+    FROM name_hits
+    ORDER BY coverage DESC LIMIT $5
 ),
 trg AS (
     SELECT id, row_number() OVER (ORDER BY sim DESC) AS rnk, sim AS evidence FROM (
         SELECT s.id, word_similarity($3, s.search_head)::float8 AS sim
-        FROM mine s WHERE $3 <% s.search_head
+        FROM skills s, usr WHERE {_MINE} AND $3 <% s.search_head
         ORDER BY sim DESC LIMIT $5
     ) t
 ),
@@ -321,7 +323,7 @@ fused AS (
     FROM hits GROUP BY id
 )
 SELECT {_SKILL_COLUMNS}, coalesce(f.relevance, 0.0)::float8 AS relevance, e.embedding, e.fingerprint AS emb_fp
-FROM mine s LEFT JOIN fused f ON f.id = s.id
+FROM skills s JOIN usr ON {_MINE} LEFT JOIN fused f ON f.id = s.id
 LEFT JOIN skill_embeddings e ON e.skill_id = s.id AND e.model = $7
 WHERE f.id IS NOT NULL OR $6::boolean  -- $6: every skill of the pair (dense ranking needs them all)
 """

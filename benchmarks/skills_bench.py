@@ -282,6 +282,7 @@ async def main() -> None:
     url = await throwaway_database_url(args.database_url)
     store = await MemoryStore.open(url, settings=Settings(database_url=url))
     home = Path(tempfile.mkdtemp(prefix="am-skills-bench-"))
+    await asyncio.to_thread(home.chmod, 0o755)  # as root, code runs as the sandbox user: it must reach work dirs
     results: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
     try:
         with ScriptedLLM() as llm:

@@ -356,4 +356,11 @@ CREATE TABLE IF NOT EXISTS skill_embeddings (
     PRIMARY KEY (skill_id, model)
 );
 
+-- The stemmed words of a skill's name, so search can cheaply find skills whose whole name appears in a request
+-- (index-assisted overlap with the request's words instead of parsing every name on every search).
+ALTER TABLE skills ADD COLUMN IF NOT EXISTS name_lexemes TEXT[] GENERATED ALWAYS AS (
+    tsvector_to_array(to_tsvector('english', replace(replace(name, '_', ' '), '-', ' ')))
+) STORED;
+CREATE INDEX IF NOT EXISTS skills_name_lexemes_idx ON skills USING GIN (name_lexemes);
+
 UPDATE agent_memory_schema SET version = 6, applied_at = now() WHERE version < 6;
