@@ -79,6 +79,7 @@ SUCCESS_TAG = "success-derived"
 _RRF_K = 60
 _CANDIDATES = 50
 _TRIGRAM_THRESHOLD = 0.45
+_TRIGRAM_MAX_WORDS = 4
 
 
 class SkillNotFound(MemoryNotFound):
@@ -311,6 +312,8 @@ trg AS (
     SELECT id, row_number() OVER (ORDER BY sim DESC) AS rnk, sim AS evidence FROM (
         SELECT s.id, word_similarity($3, s.search_head)::float8 AS sim
         FROM skills s, usr WHERE {_MINE} AND $3 <% s.search_head
+          -- typo rescue is for short queries; long ones cost the most (a one-time filter skips the scan)
+          AND (SELECT cardinality(lex) FROM q) <= {_TRIGRAM_MAX_WORDS}
         ORDER BY sim DESC LIMIT $5
     ) t
 ),
