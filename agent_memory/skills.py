@@ -807,7 +807,6 @@ class ProceduralMemory:
         executor: CodeExecutor | None = None,
         work_dir: Path | str | None = None,
         model_client: ChatCompletionClient | None = None,
-        offload_threshold_tokens: int = 2000,
         embedder: Embedder | None = None,
     ) -> None:
         self.store = store
@@ -816,7 +815,6 @@ class ProceduralMemory:
         self.settings = settings or ProceduralMemorySettings()
         self.registry = SkillRegistry(store)
         self.model_client = model_client
-        self.offload_threshold_tokens = offload_threshold_tokens
         self._work_dir = Path(work_dir) if work_dir is not None else None
         self._executor = executor
         # Dense skill search: the given embedder, else the store's (AGENT_MEMORY_EMBEDDER); none: lexical only.
