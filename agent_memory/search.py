@@ -38,6 +38,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import re
 from collections.abc import Iterable
@@ -200,7 +201,7 @@ fused AS (
     SELECT id,
            1.0 - exp(sum(ln(1.0 - least(0.999, evidence * {k + 1}.0 / ({k} + rnk))))) AS score,
            sum(1.0 / ({k} + rnk)) AS rrf,
-           jsonb_object_agg(src, jsonb_build_object('rank', rnk, 'evidence', round(evidence::numeric, 4))) AS why
+           jsonb_object_agg(src, jsonb_build_object('rank', rnk, 'evidence', evidence)) AS why
     FROM hits GROUP BY id
 )
 SELECT {_RESULT_COLUMNS}, left(m.content, 300) AS snippet,
@@ -260,32 +261,38 @@ async def hybrid_search(
     otherwise (and always on a server without pgvector) ranking is lexical.
     """
     opts = options or SearchOptions()
-    rankers = list(opts.rankers)
-    vector: list[float] | None = None
-    dense_space: tuple[str, int] | None = None
-    if "dense" in rankers and embeddings is not None:
-        vector = await embeddings.query_vector(query)
-        if vector is not None and embeddings.embedder.dimension is not None:
-            dense_space = (embeddings.embedder.model_id, embeddings.embedder.dimension)
-    if dense_space is None:
-        rankers = [r for r in rankers if r != "dense"]
-        if not rankers:
-            return []
-    sql = search_sql(rankers, dense_space, trigram_small_only=len(rankers) > 1 and not wants_trigram(query))
-    args: list[Any] = [
+    wanted = [r for r in ALL_RANKERS if r in opts.rankers]
+    lexical = [r for r in wanted if r != "dense"]
+    base_args: list[Any] = [
         None, query, opts.candidates, memory_type, " ".join(negated_words(query)), websearch_text(query)
     ]  # fmt: skip
-    if dense_space is not None and embeddings is not None and vector is not None:
+    trigram_small_only = len(lexical) > 1 and not wants_trigram(query)
+    if "dense" not in wanted or embeddings is None or not embeddings.available:
+        if not lexical:
+            return []
+        rows = await _fetch(pool, user_id, search_sql(lexical, None, trigram_small_only), base_args)
+    else:
+        # The query is embedded (model thread or endpoint) while PostgreSQL ranks lexically on another
+        # connection; the dense ranking follows, and both are fused exactly as the single statement would.
+        vector_task = asyncio.create_task(embeddings.query_vector(query))
+        try:
+            lexical_rows = (
+                await _fetch(pool, user_id, search_sql(lexical, None, trigram_small_only), base_args) if lexical else []
+            )
+            vector = await vector_task
+        finally:
+            vector_task.cancel()
         emb = embeddings.embedder
-        args += [vector_literal(vector), float(emb.similarity_floor), float(emb.similarity_ceiling)]
-    async with pool.acquire() as conn, conn.transaction():
-        # Transaction-local settings: plans made for this user's actual row count (not a generic plan); a
-        # lower trigram threshold catches typos; HNSW keeps scanning past other users' rows (iterative scan)
-        # so filtering by user does not starve the result.
-        args[0] = await conn.fetchval(_SETUP_SQL, user_id)
-        if args[0] is None:
-            return []  # no such user: nothing to rank
-        rows = [dict(r) for r in await conn.fetch(sql, *args)]
+        dense_rows: list[dict[str, Any]] = []
+        if vector is not None and emb.dimension is not None:
+            dense_args = [
+                *base_args,
+                vector_literal(vector),
+                float(emb.similarity_floor),
+                float(emb.similarity_ceiling),
+            ]
+            dense_rows = await _fetch(pool, user_id, search_sql(["dense"], (emb.model_id, emb.dimension)), dense_args)
+        rows = fuse_rows(lexical_rows, dense_rows)
     if opts.fusion == "rrf":
         rows.sort(key=lambda r: (-r["rrf"], -r["score"]))
     if opts.supersede:
@@ -321,6 +328,41 @@ def negated_words(query: str) -> list[str]:
 def websearch_text(query: str) -> str:
     """The query for ``websearch_to_tsquery`` with short command flags kept as words (``df -h`` -> ``df h``)."""
     return _FLAG_RE.sub(r"\1", query)
+
+
+async def _fetch(pool: asyncpg.Pool, user_id: str, sql: str, args: list[Any]) -> list[dict[str, Any]]:
+    async with pool.acquire() as conn, conn.transaction():
+        # Transaction-local settings: plans made for this user's actual row count (not a generic plan); a
+        # lower trigram threshold catches typos; HNSW keeps scanning past other users' rows (iterative scan)
+        # so filtering by user does not starve the result.
+        user_pk = await conn.fetchval(_SETUP_SQL, user_id)
+        if user_pk is None:
+            return []  # no such user: nothing to rank
+        return [dict(r) for r in await conn.fetch(sql, user_pk, *args[1:])]
+
+
+def _contribution(rank: int, evidence: float) -> float:
+    return min(0.999, evidence * (RRF_K + 1) / (RRF_K + rank))
+
+
+def fuse_rows(*ranked: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Merge rows of separately run rankers (same formula as the SQL: evidence-weighted RRF, noisy-OR)."""
+    merged: dict[str, dict[str, Any]] = {}
+    for rows in ranked:
+        for row in rows:
+            seen = merged.get(row["memory_key"])
+            if seen is None:
+                merged[row["memory_key"]] = dict(row, why=dict(row["why"]))
+            else:
+                seen["why"].update(row["why"])
+    for row in merged.values():
+        keep = 1.0
+        rrf = 0.0
+        for hit in row["why"].values():
+            keep *= 1.0 - _contribution(int(hit["rank"]), float(hit["evidence"]))
+            rrf += 1.0 / (RRF_K + int(hit["rank"]))
+        row["score"], row["rrf"] = 1.0 - keep, rrf
+    return sorted(merged.values(), key=lambda r: (-r["score"], -r["created_at"].timestamp()))
 
 
 # --------------------------------------------------------------------------------------------- stale facts
