@@ -95,8 +95,9 @@ def skills_of(builder: AgentBuilder, agent_name: str, thread_id: str) -> Procedu
     key = (agent_name, thread_id)
     if key not in cache:
         settings = settings.model_copy(update={"execution_timeout": builder.spec.executor.timeout_seconds})
-        memory = procedural_memory_for(builder.store, builder.user_id, agent_name,
-                                       work_dir=builder.work_dir(thread_id), settings=settings)  # fmt: skip
+        # The memory model (if configured) may generalise captured skills' parameters; none: deterministic only.
+        memory = procedural_memory_for(builder.store, builder.user_id, agent_name, work_dir=builder.work_dir(thread_id),
+                                       settings=settings, model_client=builder.build_memory_model_client())  # fmt: skip
         assert memory is not None
         cache[key] = memory
     return cache[key]

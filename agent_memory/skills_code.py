@@ -15,7 +15,7 @@ Example:
     {'type': 'object', 'properties': {'path': {'type': 'string'}, 'top': {'type': 'integer', 'default': 3}}, \
 'required': ['path'], 'additionalProperties': False}
     >>> python_program("def add(a: int, b: int) -> int:\\n    return a + b\\n", "add", {"a": 1, "b": 2},
-    ...                "add").splitlines()[4]
+    ...                "add").splitlines()[-4]
     "_skill_result = _skill_ns['add'](**params)"
 """
 
@@ -208,11 +208,20 @@ def driver_defaults(code: str, entrypoint: str) -> dict[str, Any]:
 def python_program(code: str, name: str, params: dict[str, Any], entrypoint: str | None) -> str:
     """A self-contained Python program that runs the skill once with ``params`` (JSON, already validated)."""
     params_json = json.dumps(params, ensure_ascii=False, sort_keys=True)
+    filename = f"<skill {name}>"
     return (
         "import json as _skill_json\n"
+        "import linecache as _skill_linecache\n"
+        "import sys as _skill_sys\n"
+        "import traceback as _skill_traceback\n"
+        # The interpreter's own traceback printer reads source files from disk; this one reads linecache.
+        "_skill_sys.excepthook = _skill_traceback.print_exception\n"
         f"params = _skill_json.loads({params_json!r})\n"
+        f"_skill_src = {code!r}\n"
+        # Tracebacks then show the skill's own lines, so a model (or a person) can see what failed.
+        f"_skill_linecache.cache[{filename!r}] = (len(_skill_src), None, _skill_src.splitlines(True), {filename!r})\n"
         f"_skill_ns = {{'__name__': {('__skill__' if entrypoint else '__main__')!r}, 'params': params}}\n"
-        f"exec(compile({code!r}, {f'<skill {name}>'!r}, 'exec'), _skill_ns)\n"
+        f"exec(compile(_skill_src, {filename!r}, 'exec'), _skill_ns)\n"
         + (
             f"_skill_result = _skill_ns[{entrypoint!r}](**params)\n"
             "if _skill_result is not None:\n"

@@ -143,6 +143,8 @@ async def test_broken_skill_loses_its_success_rate_and_its_rank(
     runs = [await skills.use_skill("count_words_fast", {"text": "a b"}) for _ in range(3)]
     assert not any(r.success for r in runs)
     assert "tokenizer missing" in runs[0].output
+    assert 'File "<skill count_words_fast>", line 2' in runs[0].output
+    assert 'raise RuntimeError("tokenizer missing")' in runs[0].output  # the skill's own line in the traceback
     await skills.use_skill("count_words", {"text": "a b"})
 
     broken = await skills.get_skill("count_words_fast")
