@@ -24,7 +24,7 @@ from chainlit.types import CommandDict, ThreadDict
 from agent_memory.users import UserAccounts
 from chainlit_app import inspector
 from chainlit_app.chat import ChatSession, memory_overview, search_overview
-from chainlit_app.runtime import close_store, database_url, get_store
+from chainlit_app.runtime import AgentMemoryDataLayer, close_store, database_url, get_store
 
 inspector.mount(server_app)
 
@@ -54,7 +54,7 @@ COMMANDS: list[CommandDict] = [
 
 @cl.data_layer
 def _data_layer() -> ChainlitDataLayer:
-    return ChainlitDataLayer(database_url=database_url())
+    return AgentMemoryDataLayer(database_url=database_url())
 
 
 @cl.on_app_startup

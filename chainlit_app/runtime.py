@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import os
 
+from chainlit.data.chainlit_data_layer import ChainlitDataLayer
+
 from agent_memory import MemoryStore
 from agent_memory.config import get_settings
 from agent_memory.db import start_embedded_server
@@ -51,3 +53,19 @@ async def close_store() -> None:
 def model_configured() -> bool:
     """True when an OpenAI-compatible endpoint is configured (key or base URL)."""
     return bool(os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))
+
+
+class AgentMemoryDataLayer(ChainlitDataLayer):  # type: ignore[misc]
+    """Chainlit's own PostgreSQL data layer, plus: deleting a thread drops its saved agent contexts.
+
+    The thread's memories stay: they belong to the user (inspector, search) until deleted there.
+    """
+
+    async def delete_thread(self, thread_id: str) -> None:
+        store = await get_store()
+        owner = await store.db.pool.fetchval('SELECT "userId" FROM "Thread" WHERE id = $1', thread_id)
+        await super().delete_thread(thread_id)
+        if owner is not None:
+            await store.db.pool.execute(
+                "DELETE FROM agent_memory_contexts WHERE user_id = $1 AND thread_id = $2", owner, thread_id
+            )

@@ -19,6 +19,7 @@ from test_ui_support import (
     CHROMIUM,
     CHROMIUM_ARGS,
     add_user,
+    close_context,
     fresh_database,
     login,
     requires_chromium,
@@ -79,7 +80,7 @@ async def test_without_a_model_the_chat_says_what_to_set(browser: Browser, app: 
     await expect(page.get_by_text("No model is configured")).to_be_visible(timeout=TIMEOUT_MS)
     await expect(page.get_by_text("OPENAI_API_KEY").first).to_be_visible()
     await screenshot(page, "10-no-model")
-    await context.close()
+    await close_context(context)
 
 
 @requires_chromium
@@ -91,7 +92,7 @@ async def test_a_trusted_proxy_header_logs_the_user_in(browser: Browser, app: st
     who = await context.request.get(app + "/memory-api/memories")
     assert who.status == 200
     assert (await who.json())["user"] == "dave"
-    await context.close()
+    await close_context(context)
 
 
 # ---------------------------------------------------------------------------------------------- HTTP
@@ -152,3 +153,26 @@ async def test_thread_stats_count_tokens_kept_out_of_the_context(app: str, ui_st
     assert stats["stored_tokens"] > 10_000
     assert 0 < stats["placeholder_tokens"] < 100
     assert stats["kept_out_tokens"] == stats["stored_tokens"] - stats["placeholder_tokens"]
+
+
+async def test_deleting_a_thread_drops_its_saved_context_but_keeps_memories(app: str, ui_store: MemoryStore) -> None:
+    pool = ui_store.db.pool
+    key = await ui_store.store("kept after the thread is gone\n", user_id="carol", thread_id="thread-del-1")
+    await ui_store.store("erin's\n", user_id="erin", thread_id="thread-del-1")  # makes sure erin exists
+    carol = await pool.fetchval('SELECT id FROM "User" WHERE identifier = $1', "carol")
+    erin = await pool.fetchval('SELECT id FROM "User" WHERE identifier = $1', "erin")
+    await pool.execute('INSERT INTO "Thread" (id, "userId", name) VALUES ($1, $2, $3)', "thread-del-1", carol, "t")
+    for owner in (carol, erin):
+        await pool.execute(
+            "INSERT INTO agent_memory_contexts (user_id, thread_id, agent_key, state) VALUES ($1, $2, $3, $4)",
+            owner, "thread-del-1", "coder", {"entries": []},
+        )  # fmt: skip
+    async with logged_in(app, "erin", "erin-secret-password") as client:
+        response = await client.request("DELETE", "/project/thread", json={"threadId": "thread-del-1"})
+        assert response.status_code in (401, 403, 404)  # not erin's thread
+    async with logged_in(app, "carol", "carol-secret-password") as client:
+        response = await client.request("DELETE", "/project/thread", json={"threadId": "thread-del-1"})
+        assert response.status_code == 200
+    owners = await pool.fetch("SELECT user_id FROM agent_memory_contexts WHERE thread_id = $1", "thread-del-1")
+    assert [r["user_id"] for r in owners] == [erin]
+    assert await ui_store.retrieve(key, user_id="carol") == "kept after the thread is gone\n"

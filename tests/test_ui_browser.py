@@ -21,6 +21,7 @@ from test_ui_support import (
     CHROMIUM,
     CHROMIUM_ARGS,
     add_user,
+    close_context,
     fresh_database,
     login,
     requires_chromium,
@@ -129,7 +130,7 @@ async def alice(browser: Browser, app: str) -> AsyncIterator[Page]:
     await login(page, app, ALICE, ALICE_PASSWORD)
     await expect(page.get_by_placeholder("Type your message here...")).to_be_visible(timeout=TIMEOUT_MS)
     yield page
-    await context.close()
+    await close_context(context)
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +140,7 @@ async def bob_context(browser: Browser, app: str) -> AsyncIterator[BrowserContex
     await login(page, app, BOB, BOB_PASSWORD)
     await expect(page.get_by_placeholder("Type your message here...")).to_be_visible(timeout=TIMEOUT_MS)
     yield context
-    await context.close()
+    await close_context(context)
 
 
 # ---------------------------------------------------------------------------------------------- tests
@@ -154,7 +155,7 @@ async def test_a_wrong_password_is_refused(browser: Browser, app: str) -> None:
     await screenshot(page, "01-wrong-password")
     response = await context.request.get(app + "/memory-api/memories")
     assert response.status == 401
-    await context.close()
+    await close_context(context)
 
 
 async def test_the_inspector_lists_searches_opens_and_deletes_only_the_users_memories(

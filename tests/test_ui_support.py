@@ -7,6 +7,8 @@ Debian's chromium (``/usr/bin/chromium``); without it the browser tests are skip
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import socket
 import subprocess
@@ -139,3 +141,16 @@ async def screenshot(page: Any, name: str) -> Path:
     path = ARTIFACTS / f"{name}.png"
     await page.screenshot(path=str(path))
     return path
+
+
+async def close_context(context: Any) -> None:
+    """Leave the app's pages (closing its websockets) before closing the context.
+
+    Headless chromium sometimes never finishes closing a context whose page still holds the Chainlit
+    socket; the browser is closed at the end of the module anyway, so a stuck close is not waited for.
+    """
+    for page in context.pages:
+        with contextlib.suppress(Exception):
+            await page.goto("about:blank")
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(context.close(), timeout=15)
