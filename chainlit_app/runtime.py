@@ -55,7 +55,7 @@ def model_configured() -> bool:
     return bool(os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))
 
 
-class AgentMemoryDataLayer(ChainlitDataLayer):  # type: ignore[misc]
+class AgentMemoryDataLayer(ChainlitDataLayer):
     """Chainlit's own PostgreSQL data layer, plus: deleting a thread drops its saved agent contexts.
 
     The thread's memories stay: they belong to the user (inspector, search) until deleted there.
