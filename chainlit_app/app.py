@@ -21,12 +21,16 @@ from chainlit.data.chainlit_data_layer import ChainlitDataLayer
 from chainlit.server import app as server_app
 from chainlit.types import CommandDict, ThreadDict
 
-from agent_memory.users import UserAccounts
+from agent_memory.users import UserAccounts, auth_secret
 from chainlit_app import inspector
 from chainlit_app.chat import ChatSession, memory_overview, search_overview
 from chainlit_app.runtime import AgentMemoryDataLayer, close_store, database_url, get_store
 
 inspector.mount(server_app)
+
+# `agent-memory ui` passes the secret; run directly (`chainlit run chainlit_app/app.py`) it comes from the
+# same file under AGENT_MEMORY_HOME, so sessions stay valid across both ways of starting.
+os.environ.setdefault("CHAINLIT_AUTH_SECRET", auth_secret())
 
 # Chainlit logs INFO to stdout; AutoGen's INFO events would log every streamed token.
 for _name in ("autogen_core", "autogen_core.events", "autogen_agentchat", "httpx", "openai"):
