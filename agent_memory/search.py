@@ -272,26 +272,32 @@ async def hybrid_search(
             return []
         rows = await _fetch(pool, user_id, search_sql(lexical, None, trigram_small_only), base_args)
     else:
-        # The query is embedded (model thread or endpoint) while PostgreSQL ranks lexically on another
-        # connection; the dense ranking follows, and both are fused exactly as the single statement would.
-        vector_task = asyncio.create_task(embeddings.query_vector(query))
-        try:
-            lexical_rows = (
-                await _fetch(pool, user_id, search_sql(lexical, None, trigram_small_only), base_args) if lexical else []
-            )
-            vector = await vector_task
-        finally:
-            vector_task.cancel()
+        # The query is embedded (model thread or endpoint) while PostgreSQL ranks lexically on one
+        # connection; the dense ranking starts on another as soon as the vector exists, without waiting
+        # for the lexical one. Both are fused exactly as a single statement would.
         emb = embeddings.embedder
-        dense_rows: list[dict[str, Any]] = []
-        if vector is not None and emb.dimension is not None:
-            dense_args = [
-                *base_args,
-                vector_literal(vector),
-                float(emb.similarity_floor),
-                float(emb.similarity_ceiling),
-            ]
-            dense_rows = await _fetch(pool, user_id, search_sql(["dense"], (emb.model_id, emb.dimension)), dense_args)
+        vector_task = asyncio.create_task(embeddings.query_vector(query))
+        lexical_task = asyncio.create_task(
+            _fetch(pool, user_id, search_sql(lexical, None, trigram_small_only), base_args) if lexical else _no_rows()
+        )
+        dense_task: asyncio.Task[list[dict[str, Any]]] | None = None
+        try:
+            vector = await vector_task
+            if vector is not None and emb.dimension is not None:
+                dense_args = [
+                    *base_args,
+                    vector_literal(vector),
+                    float(emb.similarity_floor),
+                    float(emb.similarity_ceiling),
+                ]
+                dense_sql = search_sql(["dense"], (emb.model_id, emb.dimension))
+                dense_task = asyncio.create_task(_fetch(pool, user_id, dense_sql, dense_args))
+            lexical_rows = await lexical_task
+            dense_rows = await dense_task if dense_task is not None else []
+        finally:
+            for task in (vector_task, lexical_task, dense_task):
+                if task is not None and not task.done():
+                    task.cancel()
         rows = fuse_rows(lexical_rows, dense_rows)
     if opts.fusion == "rrf":
         rows.sort(key=lambda r: (-r["rrf"], -r["score"]))
@@ -328,6 +334,10 @@ def negated_words(query: str) -> list[str]:
 def websearch_text(query: str) -> str:
     """The query for ``websearch_to_tsquery`` with short command flags kept as words (``df -h`` -> ``df h``)."""
     return _FLAG_RE.sub(r"\1", query)
+
+
+async def _no_rows() -> list[dict[str, Any]]:
+    return []
 
 
 async def _fetch(pool: asyncpg.Pool, user_id: str, sql: str, args: list[Any]) -> list[dict[str, Any]]:
