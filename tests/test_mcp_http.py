@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,6 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import McpError
 from mcp.types import TextContent
+from support.servers import free_port, running_server
 
 from agent_memory import MemoryStore
 from agent_memory.mcp_auth import TokenManager
@@ -34,41 +32,18 @@ INITIALIZE = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
-def server_url(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def server_url(tmp_path_factory: pytest.TempPathFactory, database_url: str) -> Iterator[str]:
     port = free_port()
-    log = tmp_path_factory.mktemp("mcp-http") / "server.log"
-    with log.open("wb") as log_file:
-        proc = subprocess.Popen(
-            [str(Path(sys.executable).parent / "agent-memory"), "mcp", "--http", f"127.0.0.1:{port}"],
-            env=dict(os.environ), stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-        )  # fmt: skip
     url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        deadline = time.monotonic() + 60
-        while True:  # wait until the server answers (it answers 401 without a token)
-            assert proc.poll() is None, log.read_text()
-            try:
-                if httpx.post(url, json=INITIALIZE, headers=ACCEPT, timeout=2).status_code == 401:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "MCP HTTP server did not start:\n" + log.read_text()
-            time.sleep(0.1)
+    argv = [str(Path(sys.executable).parent / "agent-memory"), "mcp", "--http", f"127.0.0.1:{port}"]
+
+    def answers() -> bool:  # it answers 401 without a token once it is up
+        return httpx.post(url, json=INITIALIZE, headers=ACCEPT, timeout=2).status_code == 401
+
+    log = tmp_path_factory.mktemp("mcp-http") / "server.log"
+    with running_server(argv, dict(os.environ), log, answers, name="MCP HTTP server"):
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture

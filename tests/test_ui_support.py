@@ -10,10 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -24,6 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
+from support.servers import free_port, running_server
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -42,12 +41,6 @@ requires_chromium = pytest.mark.skipif(
     not os.path.exists(CHROMIUM),
     reason=f"browser tests need Debian's chromium at {CHROMIUM} (apt-get install chromium; .ci/run does it)",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @asynccontextmanager
@@ -89,37 +82,15 @@ def add_user(name: str, password: str, env: dict[str, str]) -> None:
 def running_ui(env: dict[str, str], log_path: Path) -> Iterator[str]:
     """``agent-memory ui`` on a free port; yields its base URL once ``/health`` answers."""
     port = free_port()
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "agent_memory.cli", "ui", "--port", str(port)],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        base = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 90
-            while True:  # readiness of another process: poll its health endpoint
-                if proc.poll() is not None:
-                    raise RuntimeError(f"agent-memory ui exited with {proc.returncode}; see {log_path}")
-                try:
-                    with urllib.request.urlopen(base + "/health", timeout=2) as response:
-                        if response.status == 200:
-                            break
-                except OSError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"agent-memory ui did not answer within 90 s; see {log_path}")
-                time.sleep(0.2)
-            yield base
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    base = f"http://127.0.0.1:{port}"
+    argv = [sys.executable, "-m", "agent_memory.cli", "ui", "--port", str(port)]
+
+    def healthy() -> bool:
+        with urllib.request.urlopen(base + "/health", timeout=2) as response:
+            return bool(response.status == 200)
+
+    with running_server(argv, env, log_path, healthy, name="agent-memory ui", timeout_s=90):
+        yield base
 
 
 def ui_env(database_url: str, home: Path, **extra: str) -> dict[str, str]:
