@@ -62,7 +62,8 @@ SUPERSEDED_FACTOR = 0.8  # a stale fact scores at most this share of its newer r
 Ranker = Literal["fts", "trigram", "dense"]
 ALL_RANKERS: tuple[Ranker, ...] = ("fts", "trigram", "dense")
 
-_RESULT_COLUMNS = (
+# The columns agent_memory.store.item_from_row reads; every query that returns MemoryItems selects these.
+MEMORY_ITEM_COLUMNS = (
     "m.memory_key, m.description, m.memory_type, m.token_count, m.char_count, m.created_at, "
     "m.content_metadata, m.agent_id, m.thread_id, m.access_count, m.last_accessed_at, m.content_sha256"
 )
@@ -204,7 +205,7 @@ fused AS (
            jsonb_object_agg(src, jsonb_build_object('rank', rnk, 'evidence', evidence)) AS why
     FROM hits GROUP BY id
 )
-SELECT {_RESULT_COLUMNS}, left(m.content, 300) AS snippet,
+SELECT {MEMORY_ITEM_COLUMNS}, left(m.content, 300) AS snippet,
        f.score::float8 AS score, f.rrf::float8 AS rrf, f.why
 FROM fused f JOIN agent_memories m ON m.id = f.id, neg
 WHERE neg.tsq IS NULL OR NOT (m.search_vector @@ neg.tsq)
@@ -460,10 +461,3 @@ def _jaccard(a: frozenset[Any], b: frozenset[Any]) -> float:
     if not a or not b:
         return 0.0
     return len(a & b) / len(a | b)
-
-
-async def lexical_search(
-    conn: asyncpg.Pool, user_id: str, query: str, limit: int, memory_type: str | None
-) -> list[dict[str, Any]]:
-    """Full-text + trigram ranking only (no embedder), kept for callers of the first API."""
-    return await hybrid_search(conn, user_id, query, limit=limit, memory_type=memory_type)

@@ -35,9 +35,9 @@ from .embedding_worker import EmbeddingService
 from .errors import MemoryNotFound
 from .models import MemoryItem, MemoryStats
 from .placeholders import is_valid_key
-from .search import SearchOptions, hybrid_search
+from .search import MEMORY_ITEM_COLUMNS, SearchOptions, hybrid_search
 from .tokens import count_tokens
-from .transforms import apply_transforms
+from .transforms import apply_transforms, compile_pattern
 from .validation import (
     MAX_QUERY_CHARS,
     check_content,
@@ -60,11 +60,6 @@ _KEY_PREFIXES = {
     "skill": "skill",
 }
 _TOKEN_COUNT_IN_THREAD_CHARS = 200_000  # count big contents off the event loop
-
-_ITEM_COLUMNS = (
-    "m.memory_key, m.description, m.memory_type, m.token_count, m.char_count, m.created_at, "
-    "m.content_metadata, m.agent_id, m.thread_id, m.access_count, m.last_accessed_at, m.content_sha256"
-)
 
 
 def encode_content(content: str) -> tuple[str, str]:
@@ -237,8 +232,6 @@ class MemoryStore:
         if not is_valid_key(key):
             raise MemoryNotFound(str(key))
         if grep is not None:  # fail on a bad pattern before touching the database
-            from .transforms import compile_pattern
-
             compile_pattern(grep, ignore_case)
         row = await self.db.pool.fetchrow(
             """
@@ -265,7 +258,7 @@ class MemoryStore:
         if not is_valid_key(key):
             raise MemoryNotFound(str(key))
         row = await self.db.pool.fetchrow(
-            f"""SELECT {_ITEM_COLUMNS} FROM agent_memories m JOIN "User" u ON u.id = m.user_id
+            f"""SELECT {MEMORY_ITEM_COLUMNS} FROM agent_memories m JOIN "User" u ON u.id = m.user_id
                 WHERE u.identifier = $1 AND m.memory_key = $2 AND m.is_active""",
             user_id,
             key,
@@ -330,7 +323,7 @@ class MemoryStore:
         thread_id = check_identifier(thread_id, "thread_id", optional=True)
         agent_id = check_identifier(agent_id, "agent_id", optional=True)
         rows = await self.db.pool.fetch(
-            f"""SELECT {_ITEM_COLUMNS} FROM agent_memories m JOIN "User" u ON u.id = m.user_id
+            f"""SELECT {MEMORY_ITEM_COLUMNS} FROM agent_memories m JOIN "User" u ON u.id = m.user_id
                 WHERE u.identifier = $1 AND m.is_active
                   AND ($2::text IS NULL OR m.memory_type = $2)
                   AND ($3::text IS NULL OR m.thread_id = $3)
