@@ -22,7 +22,7 @@ from typing import Any
 
 from autogen_core.model_context import ChatCompletionContext
 
-from agent_memory import MemoryContext, MemoryStore
+from agent_memory import MemoryStore
 from agent_memory.agents import AgentBuilder, AgentSession, TeamSpec
 from agent_memory.agents.model_config import ModelConfigError, load_model_client
 from agent_memory.validation import check_identifier
@@ -74,25 +74,12 @@ class UIAgentBuilder(AgentBuilder):
     async def build_model_context(
         self, *, agent_name: str, thread_id: str, reserved_tokens: int
     ) -> ChatCompletionContext:
-        """A MemoryContext for the logged-in user and this thread, restored from PostgreSQL when it exists."""
+        """The base builder's MemoryContext (logged-in user, restored from PostgreSQL), for this thread only."""
         if thread_id != self.thread_id:
             raise ValueError(f"this builder serves thread {self.thread_id!r}, not {thread_id!r}")
-        spec = self.spec.context
-        budget = None if spec.token_budget is None else max(500, spec.token_budget - reserved_tokens)
-        context = MemoryContext(
-            store=self.store,
-            user_id=self.user_id,
-            agent_id=agent_name,
-            thread_id=self.thread_id,
-            offload_threshold_tokens=spec.offload_threshold_tokens,
-            token_budget=budget,
-            model_client=self.build_memory_model_client(),
-            first_use_max_tokens=spec.first_use_max_tokens,
-            keep_recent_full=spec.keep_recent_full,
-            autosave=True,  # every change is saved, so a reload or a restart resumes exactly here
+        return await super().build_model_context(
+            agent_name=agent_name, thread_id=thread_id, reserved_tokens=reserved_tokens
         )
-        await context.load()
-        return context
 
     async def build_session(self) -> AgentSession:
         """The CodeAgent + executor team of this user and thread."""
