@@ -10,8 +10,8 @@ Examples::
     agent-memory search "disk full" --user alice --json
     agent-memory db status
 
-Other modules add commands by exposing ``register(subparsers)`` and being listed in
-``COMMAND_PROVIDERS``; a command sets ``handler=<async fn(args, cli) -> int>`` with ``set_defaults``.
+Other modules add commands by exposing ``register(subparsers)`` and being listed, with the command names
+they add, in ``COMMAND_PROVIDERS``; a command sets ``handler=<async fn(args, cli) -> int>`` with ``set_defaults``.
 """
 
 from __future__ import annotations
@@ -32,14 +32,16 @@ from .store import MemoryStore
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_DB = 0, 1, 2, 3
 
-# "module:function" entries; each function receives the subparsers action and adds its commands.
-COMMAND_PROVIDERS: list[str] = [
-    "agent_memory.cli_mcp:register",
-    "agent_memory.cli_ui:register",
-    "agent_memory.cli_reindex:register",
-    "agent_memory.cli_skills:register",
-    "agent_memory.cli_chat:register",
-]
+# "module:function" -> the commands that function adds to the subparsers. A provider is imported only when
+# one of its commands runs (or for --help / an unknown command), so core commands such as `retrieve` do not
+# pay for importing AutoGen, MCP or Chainlit.
+COMMAND_PROVIDERS: dict[str, tuple[str, ...]] = {
+    "agent_memory.cli_mcp:register": ("mcp", "token"),
+    "agent_memory.cli_ui:register": ("ui", "user"),
+    "agent_memory.cli_reindex:register": ("reindex",),
+    "agent_memory.cli_skills:register": ("skills",),
+    "agent_memory.cli_chat:register": ("chat", "agents"),
+}
 
 Handler = Callable[[argparse.Namespace, "Cli"], Awaitable[int]]
 
@@ -249,7 +251,8 @@ def _common(parser: argparse.ArgumentParser, *, user: bool = True) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable JSON output")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The full parser; with ``command``, only the providers needed to parse that command are imported."""
     parser = argparse.ArgumentParser(
         prog="agent-memory",
         description="Inspect and manage agent-memory: exact storage of large agent outputs, per user.",
@@ -323,7 +326,11 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p, user=False)
     p.set_defaults(handler=cmd_db_status)
 
-    for provider in COMMAND_PROVIDERS:
+    if command in sub.choices:  # a core command: no provider needed
+        providers: list[str] = []
+    else:  # a provider's command; or none / an unknown one: all, so help and errors list every command
+        providers = [p for p, names in COMMAND_PROVIDERS.items() if command in names] or list(COMMAND_PROVIDERS)
+    for provider in providers:
         module_name, _, func_name = provider.partition(":")
         getattr(importlib.import_module(module_name), func_name)(sub)
     return parser
@@ -351,8 +358,10 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)  # exits with code 2 on usage errors
+    words = sys.argv[1:] if argv is None else argv
+    command = words[0] if words and not words[0].startswith("-") else None
+    parser = build_parser(command)
+    args = parser.parse_args(words)  # exits with code 2 on usage errors
     try:
         return asyncio.run(_run(args))
     except KeyboardInterrupt:
