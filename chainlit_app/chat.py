@@ -41,6 +41,7 @@ from agent_memory import MemoryItem, MemoryNotFound, MemoryStore
 from agent_memory.agents import AgentSession
 from agent_memory.placeholders import parse_memory_refs
 from chainlit_app.inspector import thread_token_stats
+from chainlit_app.ui_agent_builder import UIAgentBuilder, model_setup_problem
 
 log = logging.getLogger(__name__)
 
@@ -103,15 +104,11 @@ class ChatSession:
 
     async def start(self) -> None:
         """Build the team (a resumed thread gets its MemoryContext back) or explain what is missing."""
-        from chainlit_app.ui_agent_builder import model_setup_problem
-
         problem = model_setup_problem()
         if problem is not None:
             self.setup_error = problem
             await cl.Message(content=problem, author="agent-memory").send()
             return
-        from chainlit_app.ui_agent_builder import UIAgentBuilder
-
         try:
             builder = await UIAgentBuilder.for_session(self.store, user_id=self.user_id, thread_id=self.thread_id)
             self.agents = await builder.build_session()
@@ -125,9 +122,9 @@ class ChatSession:
 
     async def run(self, task: str) -> None:
         if self.agents is None:
-            await cl.Message(
-                content=self.setup_error or "The agents are not available in this session.", author="agent-memory"
-            ).send()
+            # Repeat why: the notice sent at chat start may have scrolled away (or been lost on a reconnect).
+            reason = self.setup_error or "The agents are not available in this session."
+            await cl.Message(content=f"Your message was not run.\n\n{reason}", author="agent-memory").send()
             return
         self._cancel = CancellationToken()
         renderer = Renderer(self)

@@ -50,11 +50,6 @@ async def close_store() -> None:
         _store = None
 
 
-def model_configured() -> bool:
-    """True when an OpenAI-compatible endpoint is configured (key or base URL)."""
-    return bool(os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))
-
-
 class AgentMemoryDataLayer(ChainlitDataLayer):
     """Chainlit's own PostgreSQL data layer, plus: deleting a thread drops its saved agent contexts.
 

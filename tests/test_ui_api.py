@@ -19,6 +19,7 @@ from test_ui_support import (
     CHROMIUM,
     CHROMIUM_ARGS,
     add_user,
+    chat_ready,
     close_context,
     fresh_database,
     login,
@@ -72,14 +73,38 @@ async def browser() -> AsyncIterator[Browser]:
         await b.close()
 
 
+NO_MODEL = "No model is configured"
+
+
 @requires_chromium
 async def test_without_a_model_the_chat_says_what_to_set(browser: Browser, app: str) -> None:
     context = await browser.new_context(viewport={"width": 1280, "height": 860})
     page = await context.new_page()
     await login(page, app, "carol", "carol-secret-password")
-    await expect(page.get_by_text("No model is configured")).to_be_visible(timeout=TIMEOUT_MS)
+    notice = page.get_by_text(NO_MODEL)
+    try:
+        await expect(notice).to_be_visible(timeout=TIMEOUT_MS // 3)
+    except AssertionError:
+        # Chainlit's client can replace its socket right after login (Chainlit issues #2535, #2891); a message
+        # sent at chat start in between is lost. A new page is a new session, whose chat start must say it.
+        await page.reload()
+        await expect(notice).to_be_visible(timeout=TIMEOUT_MS)
     await expect(page.get_by_text("OPENAI_API_KEY").first).to_be_visible()
     await screenshot(page, "10-no-model")
+    await close_context(context)
+
+
+@requires_chromium
+async def test_without_a_model_a_message_is_answered_with_what_to_set(browser: Browser, app: str) -> None:
+    context = await browser.new_context(viewport={"width": 1280, "height": 860})
+    page = await context.new_page()
+    await login(page, app, "carol", "carol-secret-password")
+    await chat_ready(page, TIMEOUT_MS)
+    box = page.locator("#chat-input")
+    await box.fill("please list the files")
+    await box.press("Enter")
+    await expect(page.get_by_text("Your message was not run.")).to_be_visible(timeout=TIMEOUT_MS)
+    await expect(page.get_by_text(NO_MODEL).last).to_be_visible()
     await close_context(context)
 
 

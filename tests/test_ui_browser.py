@@ -21,6 +21,7 @@ from test_ui_support import (
     CHROMIUM,
     CHROMIUM_ARGS,
     add_user,
+    chat_ready,
     close_context,
     fresh_database,
     login,
@@ -128,7 +129,7 @@ async def alice(browser: Browser, app: str) -> AsyncIterator[Page]:
     context = await browser.new_context(viewport={"width": 1280, "height": 1000})
     page = await context.new_page()
     await login(page, app, ALICE, ALICE_PASSWORD)
-    await expect(page.get_by_placeholder("Type your message here...")).to_be_visible(timeout=TIMEOUT_MS)
+    await chat_ready(page, TIMEOUT_MS)
     yield page
     await close_context(context)
 
@@ -138,7 +139,7 @@ async def bob_context(browser: Browser, app: str) -> AsyncIterator[BrowserContex
     context = await browser.new_context(viewport={"width": 1280, "height": 860})
     page = await context.new_page()
     await login(page, app, BOB, BOB_PASSWORD)
-    await expect(page.get_by_placeholder("Type your message here...")).to_be_visible(timeout=TIMEOUT_MS)
+    await chat_ready(page, TIMEOUT_MS)
     yield context
     await close_context(context)
 

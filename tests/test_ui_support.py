@@ -107,6 +107,17 @@ async def login(page: Any, base: str, name: str, password: str) -> None:
     await page.click("button[type=submit]")
 
 
+async def chat_ready(page: Any, timeout_ms: int = 60_000) -> None:
+    """Wait until the chat session's socket is up: what is sent before that, Chainlit drops.
+
+    The composer is editable as soon as the page renders; the app's commands (``Memories``, ``Search``)
+    arrive over the session's socket at chat start, so once they show, the session is listening.
+    """
+    from playwright.async_api import expect
+
+    await expect(page.locator("#command-Memories")).to_be_visible(timeout=timeout_ms)
+
+
 async def screenshot(page: Any, name: str) -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
