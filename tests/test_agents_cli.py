@@ -109,7 +109,7 @@ async def test_ctrl_c_cancels_the_running_turn_and_kills_the_command(
     proc.stdin.flush()
 
     def sleepers() -> list[str]:
-        out = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True).stdout
+        out = subprocess.run(["ps", "-ww", "-eo", "stat=,args="], capture_output=True, text=True).stdout
         return [ln for ln in out.splitlines() if f"sleep {marker}" in ln and not ln.lstrip().startswith("Z")]
 
     deadline = time.monotonic() + 60

@@ -21,8 +21,8 @@ from agent_memory.placeholders import parse_memory_refs
 
 
 def processes_with(marker: str) -> list[str]:
-    """Command lines of live processes that mention ``marker`` (zombies excluded)."""
-    out = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True, check=True).stdout
+    """Command lines of live processes that mention ``marker`` (zombies excluded; -ww: never cut at 80 columns)."""
+    out = subprocess.run(["ps", "-ww", "-eo", "stat=,args="], capture_output=True, text=True, check=True).stdout
     return [line for line in out.splitlines() if marker in line and not line.lstrip().startswith("Z")]
 
 
