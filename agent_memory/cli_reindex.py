@@ -82,6 +82,10 @@ async def cmd_reindex(args: argparse.Namespace, cli: Cli) -> int:
         if service is None or not service.available:
             cli.error("this database has no pgvector extension: there are no vectors to build; search stays lexical")
             return EXIT_USAGE
+        try:
+            await embedder.embed(["reindex probe"])  # a missing model or a dead endpoint fails once, up front
+        except EmbeddingError as exc:
+            raise UsageError(f"embedding failed: {exc}") from exc
         bar = None if (cli.json or args.quiet) else ProgressBar()
         try:
             report = await service.reindex(

@@ -365,6 +365,22 @@ async def test_reindex_command_embeds_and_reports(store: MemoryStore, stub: Stub
     assert json.loads(proc.stdout)["embedded"] == 0
 
 
+@pytest.mark.usefixtures("needs_pgvector")
+async def test_reindex_command_with_a_failing_embedder_fails_once_up_front(
+    store: MemoryStore, stub: StubServer, user_id: str
+) -> None:
+    await store.store("build log", user_id=user_id, description="build")
+    stub.fail = True
+    env = {**os.environ, "AGENT_MEMORY_EMBEDDER": "openai", "AGENT_MEMORY_EMBEDDING_URL": stub.url,
+           "AGENT_MEMORY_EMBEDDING_MODEL": "stub-embed", "OPENAI_API_KEY": "test"}  # fmt: skip
+    proc = await asyncio.to_thread(_cli, "reindex", "--user", user_id, env=env)
+    assert proc.returncode == 2
+    assert "embedding failed" in proc.stderr
+    assert "model crashed" in proc.stderr  # the endpoint's own words
+    assert "1/1" not in proc.stderr  # no progress bar over batches that could only fail
+    assert "run reindex again" not in proc.stdout + proc.stderr
+
+
 async def test_reindex_command_without_an_embedder_is_a_usage_error(user_id: str, database_url: str) -> None:
     env = {**os.environ, "AGENT_MEMORY_EMBEDDER": "none"}
     proc = await asyncio.to_thread(_cli, "reindex", "--user", user_id, env=env)
