@@ -371,8 +371,10 @@ async def test_reindex_command_with_a_failing_embedder_fails_once_up_front(
 ) -> None:
     await store.store("build log", user_id=user_id, description="build")
     stub.fail = True
+    # A configured dimension: nothing asks the model before the batches (as with the local model).
     env = {**os.environ, "AGENT_MEMORY_EMBEDDER": "openai", "AGENT_MEMORY_EMBEDDING_URL": stub.url,
-           "AGENT_MEMORY_EMBEDDING_MODEL": "stub-embed", "OPENAI_API_KEY": "test"}  # fmt: skip
+           "AGENT_MEMORY_EMBEDDING_MODEL": "stub-embed", "AGENT_MEMORY_EMBEDDING_DIMENSIONS": "64",
+           "OPENAI_API_KEY": "test"}  # fmt: skip
     proc = await asyncio.to_thread(_cli, "reindex", "--user", user_id, env=env)
     assert proc.returncode == 2
     assert "embedding failed" in proc.stderr
