@@ -26,10 +26,10 @@ class UsageError(ValueError):
 
 
 def parse_host_port(value: str) -> tuple[str, int]:
-    """``HOST:PORT``, ``:PORT`` (127.0.0.1) or ``[::1]:PORT``."""
-    match = re.fullmatch(r"\[?([^\]]*?)\]?:(\d{1,5})", value.strip())
+    """``HOST:PORT``, ``[::1]:PORT``, or ``:PORT`` / ``PORT`` (127.0.0.1)."""
+    match = re.fullmatch(r"(?:\[?([^\]]*?)\]?:)?(\d{1,5})", value.strip())
     if not match or not 0 < int(match[2]) < 65536:
-        raise UsageError(f"--http expects HOST:PORT such as 127.0.0.1:8765, got {value!r}")
+        raise UsageError(f"--http expects [HOST:]PORT such as 127.0.0.1:8765 or 8765, got {value!r}")
     return match[1] or "127.0.0.1", int(match[2])
 
 
@@ -122,7 +122,11 @@ def register(subparsers: Any) -> None:
         "--http HOST:PORT serves streamable HTTP at /mcp to clients holding a token from `agent-memory token create`.",
     )
     p.add_argument("--user", "-u", help="user to serve over stdio (default: $AGENT_MEMORY_USER)")
-    p.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP (endpoint /mcp) instead of stdio")
+    p.add_argument(
+        "--http",
+        metavar="[HOST:]PORT",
+        help="serve streamable HTTP (endpoint /mcp) instead of stdio; host 127.0.0.1 unless given",
+    )
     p.add_argument(
         "--log-level",
         default="WARNING",

@@ -190,3 +190,26 @@ async def test_stdio_style_server_serves_only_its_user(store: MemoryStore, user_
 def test_server_needs_exactly_one_scoping(store: MemoryStore) -> None:
     with pytest.raises(ValueError, match="exactly one of user_id"):
         create_server(store)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("127.0.0.1:8765", ("127.0.0.1", 8765)),
+        ("[::1]:9000", ("::1", 9000)),
+        (":8765", ("127.0.0.1", 8765)),
+        ("8765", ("127.0.0.1", 8765)),
+    ],
+)
+def test_http_address_defaults_to_loopback(value: str, expected: tuple[str, int]) -> None:
+    from agent_memory.cli_mcp import parse_host_port
+
+    assert parse_host_port(value) == expected
+
+
+@pytest.mark.parametrize("value", ["abc", "host:", "99999", "127.0.0.1:0"])
+def test_a_bad_http_address_is_a_usage_error(value: str) -> None:
+    from agent_memory.cli_mcp import parse_host_port
+
+    with pytest.raises(ValueError, match=r"--http expects \[HOST:\]PORT"):
+        parse_host_port(value)
