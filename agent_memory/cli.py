@@ -165,7 +165,10 @@ async def cmd_retrieve(args: argparse.Namespace, cli: Cli) -> int:
         item = await store.get(args.key, user_id=cli.user())
         cli.emit({**item.model_dump(mode="json"), "content": text})
     else:
-        # Byte-exact: write the UTF-8 bytes ourselves (no newline translation, no added newline).
+        # Byte-exact: write the UTF-8 bytes ourselves (no newline translation, no added newline). Only grep's
+        # numbered excerpt, which is not a slice of the content, gets a final newline like grep's own output.
+        if args.grep is not None and text and not text.endswith("\n"):
+            text += "\n"
         sys.stdout.flush()
         sys.stdout.buffer.write(text.encode("utf-8"))
         sys.stdout.buffer.flush()

@@ -57,7 +57,7 @@ def test_retrieve_transforms(user_id: str) -> None:
     assert run("retrieve", key, "--user", user_id, "--head", "1").stdout == b"line 1\n"
     assert run("retrieve", key, "--user", user_id, "--tail", "1").stdout == b"line 50\n"
     assert run("retrieve", key, "--user", user_id, "--lines", "2-3").stdout == b"line 2\nline 3\n"
-    assert run("retrieve", key, "--user", user_id, "--grep", "fatal", "-i").stdout == b"30:line 30 FATAL boom"
+    assert run("retrieve", key, "--user", user_id, "--grep", "fatal", "-i").stdout == b"30:line 30 FATAL boom\n"
 
 
 def test_json_output_of_search_list_show_and_db_status(user_id: str) -> None:
