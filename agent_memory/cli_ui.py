@@ -27,9 +27,10 @@ from typing import Any
 
 from .cli import EXIT_OK, EXIT_USAGE, Cli
 from .config import get_settings
-from .users import AccountExists, UserAccounts, auth_secret, check_password
+from .users import MIN_PASSWORD_CHARS, AccountExists, UserAccounts, auth_secret, check_password
 
 EXIT_NOT_FOUND = 1
+PASSWORD_ATTEMPTS = 3  # interactive prompts before giving up
 
 
 class UsageError(ValueError):
@@ -50,12 +51,17 @@ def _read_password(args: argparse.Namespace) -> str:
         return line[:-1] if line.endswith("\n") else line
     if not sys.stdin.isatty():
         raise UsageError("no terminal to prompt for a password: pipe it in with --password-stdin")
-    first = getpass.getpass(f"Password for {args.name}: ")
-    check_password(first)
-    second = getpass.getpass("Repeat password: ")
-    if first != second:
-        raise UsageError("the passwords differ")
-    return first
+    for _ in range(PASSWORD_ATTEMPTS):
+        first = getpass.getpass(f"Password for {args.name} (at least {MIN_PASSWORD_CHARS} characters): ")
+        try:
+            check_password(first)
+        except ValueError as exc:
+            print(f"{exc}; try again", file=sys.stderr)
+            continue
+        if getpass.getpass("Repeat password: ") == first:
+            return first
+        print("the passwords differ; try again", file=sys.stderr)
+    raise UsageError(f"no password set after {PASSWORD_ATTEMPTS} attempts")
 
 
 async def cmd_user_add(args: argparse.Namespace, cli: Cli) -> int:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import select
 import stat
 import subprocess
 import sys
@@ -136,6 +138,63 @@ def test_user_add_without_a_terminal_asks_for_password_stdin(user_id: str) -> No
     result = run("user", "add", user_id, stdin="")
     assert result.returncode == 2
     assert "--password-stdin" in result.stderr
+
+
+class Terminal:
+    """`agent-memory ARGS` on a pseudo-terminal of its own (no controlling terminal, so getpass uses it)."""
+
+    def __init__(self, *args: str) -> None:
+        self.master, slave = pty.openpty()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "agent_memory.cli", *args],
+            stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
+        )  # fmt: skip
+        os.close(slave)
+        self.seen = ""
+
+    def expect(self, text: str, timeout_s: float = 60.0) -> None:
+        """Read until ``text`` appears (a prompt must be on screen before its answer is typed: getpass
+        flushes what was typed ahead)."""
+        while text not in self.seen:
+            ready, _, _ = select.select([self.master], [], [], timeout_s)
+            if not ready:
+                raise AssertionError(f"{text!r} never appeared; the terminal shows {self.seen!r}")
+            try:
+                chunk = os.read(self.master, 4096)
+            except OSError:  # the process ended and the terminal closed
+                chunk = b""
+            if not chunk:
+                raise AssertionError(f"{text!r} never appeared; the terminal shows {self.seen!r}")
+            self.seen += chunk.decode(errors="replace")
+        self.seen = self.seen[self.seen.index(text) + len(text) :]
+
+    def type(self, line: str) -> None:
+        os.write(self.master, line.encode() + b"\r")
+
+    def close(self) -> int:
+        code = self.proc.wait(timeout=60)
+        os.close(self.master)
+        return code
+
+
+@pytest.mark.usefixtures("database_url")
+def test_user_add_on_a_terminal_asks_again_after_a_short_or_mistyped_password(user_id: str) -> None:
+    terminal = Terminal("user", "add", user_id)
+    terminal.expect("(at least 8 characters): ")
+    terminal.type("short")
+    terminal.expect("password is too short")
+    terminal.expect("(at least 8 characters): ")
+    terminal.type("a good password")
+    terminal.expect("Repeat password: ")
+    terminal.type("a good passwrod")
+    terminal.expect("the passwords differ; try again")
+    terminal.expect("(at least 8 characters): ")
+    terminal.type("a good password")
+    terminal.expect("Repeat password: ")
+    terminal.type("a good password")
+    terminal.expect(f"user {user_id} can now log in")
+
+    assert terminal.close() == 0
 
 
 @pytest.fixture
