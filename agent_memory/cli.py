@@ -142,9 +142,14 @@ async def cmd_store(args: argparse.Namespace, cli: Cli) -> int:
         if not isinstance(extra, dict):
             raise UsageError("--metadata must be a JSON object")
         metadata.update(extra)
+    description = args.description
+    if description is None:  # what listings and placeholders show: the file name and first line, the size
+        from .compaction import describe
+
+        description = describe(content, kind=None if source == "stdin" else os.path.basename(source))
     store = await cli.store()
     key = await store.store(
-        content, user_id=cli.user(), description=args.description or "", memory_type=args.type,
+        content, user_id=cli.user(), description=description, memory_type=args.type,
         agent_id=args.agent, thread_id=args.thread, metadata=metadata,
     )  # fmt: skip
     if cli.json:
@@ -270,7 +275,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("store", help="store a file (or stdin) exactly; prints the key")
     p.add_argument("file", nargs="?", help="file to store (default or '-': stdin)")
-    p.add_argument("--description", "-d", default="", help="short description shown in placeholders")
+    p.add_argument(
+        "--description",
+        "-d",
+        help="short description shown in listings and placeholders (default: file name, first line, size)",
+    )
     p.add_argument("--type", "-t", default="note", help="memory type, e.g. note, command_output, user_preference")
     p.add_argument("--agent", help="agent identifier")
     p.add_argument("--thread", help="thread identifier")

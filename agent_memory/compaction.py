@@ -165,7 +165,7 @@ def describe(
     """Deterministic one-line description: ``tool(args): first line (N lines, T tokens) exit S``."""
     head = first_meaningful_line(text)
     n_lines = len(facts.lines) if facts else text.count("\n") + (0 if text.endswith("\n") or not text else 1)
-    size = f"{n_lines} lines" + (f", {tokens} tokens" if tokens is not None else "")
+    size = f"{n_lines} line{'' if n_lines == 1 else 's'}" + (f", {tokens} tokens" if tokens is not None else "")
     label = ""
     if tool_name:
         args = short_arguments(arguments)

@@ -43,6 +43,17 @@ def test_store_reads_stdin(user_id: str) -> None:
     assert run("retrieve", key, "--user", user_id).stdout == b"from stdin\n"
 
 
+def test_a_stored_file_without_a_description_is_described_by_its_name_and_first_line(
+    tmp_path: Path, user_id: str
+) -> None:
+    src = tmp_path / "build.log"
+    src.write_text("\nnpm WARN deprecated left-pad@1.3.0\nadded 1200 packages\n")
+    item = json.loads(run("store", str(src), "--user", user_id, "--json").stdout)
+    assert item["description"] == "build.log: npm WARN deprecated left-pad@1.3.0 (3 lines)"
+    piped = json.loads(run("store", "--user", user_id, "--json", stdin=b"one line from a pipe\n").stdout)
+    assert piped["description"] == "one line from a pipe (1 line)"
+
+
 def test_retrieve_of_missing_or_foreign_key_exits_1(user_id: str, other_user_id: str) -> None:
     key = run("store", "--user", user_id, stdin=b"mine").stdout.decode().strip()
     foreign = run("retrieve", key, "--user", other_user_id)
