@@ -197,9 +197,17 @@ async def cmd_list(args: argparse.Namespace, cli: Cli) -> int:
     if args.since:
         try:
             since = datetime.fromisoformat(args.since)
-        except ValueError as exc:
-            raise UsageError(f"--since must be an ISO date/time such as 2026-01-31 or 2026-01-31T12:00: {exc}") from exc
-        if since.tzinfo is None:
+        except ValueError:
+            from .memory_tools import parse_since  # a relative age, as the MCP tool takes it
+
+            try:
+                since = parse_since(args.since)
+            except ValueError:
+                raise UsageError(
+                    f"--since must be an ISO date/time such as 2026-01-31 or 2026-01-31T12:00 (local time), "
+                    f"or an age such as 30m, 24h, 7d, 2w; got {args.since!r}"
+                ) from None
+        if since is not None and since.tzinfo is None:
             since = since.astimezone()
     items = await (await cli.store()).list(
         user_id=cli.user(), memory_type=args.type, thread_id=args.thread, agent_id=args.agent, since=since,
@@ -315,7 +323,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--type", "-t", help="only this memory type")
     p.add_argument("--thread", help="only this thread")
     p.add_argument("--agent", help="only this agent")
-    p.add_argument("--since", help="only memories created at or after this ISO date/time")
+    p.add_argument("--since", help="only memories created at or after this local ISO date/time, or an age: 24h, 7d")
     p.add_argument("--limit", "-n", type=int, default=50)
     p.add_argument("--offset", type=int, default=0)
     _common(p)

@@ -99,6 +99,14 @@ def test_forget_user_needs_confirmation(user_id: str) -> None:
     assert done == {"user": user_id, "deleted_memories": 1}
 
 
+def test_list_since_takes_an_age_as_well_as_a_date(user_id: str) -> None:
+    run("store", "--user", user_id, stdin=b"fresh")
+    recent = json.loads(run("list", "--user", user_id, "--since", "1h", "--json").stdout)
+    future = json.loads(run("list", "--user", user_id, "--since", "2999-01-01", "--json").stdout)
+    assert len(recent) == 1
+    assert future == []
+
+
 @pytest.mark.parametrize(
     ("args", "stdin"),
     [
