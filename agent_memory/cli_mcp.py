@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -73,7 +74,15 @@ async def cmd_mcp(args: argparse.Namespace, cli: Cli) -> int:
                 "--user is for the stdio transport"
             )
         host, port = parse_host_port(args.http)
-        await serve_http(await cli.store(), host, port, log_level=args.log_level.lower())
+        store = await cli.store()
+        shown = f"[{host}]" if ":" in host else host
+        print(
+            f"agent-memory MCP server on http://{shown}:{port}/mcp (clients need a bearer token: "
+            "agent-memory token create --user NAME)",
+            file=sys.stderr,
+            flush=True,
+        )
+        await serve_http(store, host, port, log_level=args.log_level.lower())
         return EXIT_OK
     user = _user(args, cli)
     server = create_server(await cli.store(), user_id=user, log_level=args.log_level)

@@ -33,7 +33,12 @@ INITIALIZE = {
 
 
 @pytest.fixture(scope="module")
-def server_url(tmp_path_factory: pytest.TempPathFactory, database_url: str) -> Iterator[str]:
+def server_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("mcp-http") / "server.log"
+
+
+@pytest.fixture(scope="module")
+def server_url(server_log: Path, database_url: str) -> Iterator[str]:
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     argv = [str(Path(sys.executable).parent / "agent-memory"), "mcp", "--http", f"127.0.0.1:{port}"]
@@ -41,9 +46,12 @@ def server_url(tmp_path_factory: pytest.TempPathFactory, database_url: str) -> I
     def answers() -> bool:  # it answers 401 without a token once it is up
         return httpx.post(url, json=INITIALIZE, headers=ACCEPT, timeout=2).status_code == 401
 
-    log = tmp_path_factory.mktemp("mcp-http") / "server.log"
-    with running_server(argv, dict(os.environ), log, answers, name="MCP HTTP server"):
+    with running_server(argv, dict(os.environ), server_log, answers, name="MCP HTTP server"):
         yield url
+
+
+def test_the_server_says_where_it_listens(server_url: str, server_log: Path) -> None:
+    assert f"agent-memory MCP server on {server_url} " in server_log.read_text()
 
 
 @pytest.fixture
