@@ -8,10 +8,11 @@ Example:
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -48,6 +49,21 @@ class Settings(BaseSettings):
         return self.home.expanduser()
 
 
+class SettingsError(ValueError):
+    """An ``AGENT_MEMORY_*`` environment variable holds a value agent-memory cannot use."""
+
+
 def get_settings() -> Settings:
-    """Read settings from the current environment (not cached: tests and CLI flags change env)."""
-    return Settings()
+    """Read settings from the current environment (not cached: tests and CLI flags change env).
+
+    Raises :class:`SettingsError` naming each bad variable, its value and what it should be.
+    """
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            field = str(error["loc"][0]) if error["loc"] else ""
+            variable = f"AGENT_MEMORY_{field.upper()}"
+            problems.append(f"{variable}={os.environ.get(variable, '')!r}: {error['msg']}")
+        raise SettingsError("bad setting: " + "; ".join(problems)) from None

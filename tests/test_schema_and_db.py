@@ -119,3 +119,11 @@ async def test_embedded_server_requires_its_password(tmp_path_factory: pytest.Te
     await conn.close()
     again = await start_embedded_server(home)  # a second start reuses the same password
     assert again.uri == server.uri
+
+
+def test_a_bad_setting_names_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent_memory.config import SettingsError, get_settings
+
+    monkeypatch.setenv("AGENT_MEMORY_POOL_MAX_SIZE", "abc")
+    with pytest.raises(SettingsError, match=r"AGENT_MEMORY_POOL_MAX_SIZE='abc': Input should be a valid integer"):
+        get_settings()
