@@ -235,8 +235,15 @@ async def cmd_forget_user(args: argparse.Namespace, cli: Cli) -> int:
     user = cli.user()
     if not args.yes:
         raise UsageError(f"this deletes every memory and thread of {user!r}; re-run with --yes to confirm")
-    count = await (await cli.store()).forget_user(user)
-    cli.emit({"user": user, "deleted_memories": count}, f"forgot {user}: {count} memories deleted")
+    store = await cli.store()
+    if await store.db.pool.fetchval('SELECT 1 FROM "User" WHERE identifier = $1', user) is None:
+        cli.error(f"no user {user!r} in this database: nothing to forget")
+        return EXIT_NOT_FOUND
+    count = await store.forget_user(user)
+    cli.emit(
+        {"user": user, "deleted_memories": count},
+        f"forgot {user}: {count} memor{'y' if count == 1 else 'ies'} deleted, with their threads, skills and login",
+    )
     return EXIT_OK
 
 

@@ -99,6 +99,12 @@ def test_forget_user_needs_confirmation(user_id: str) -> None:
     assert done == {"user": user_id, "deleted_memories": 1}
 
 
+def test_forgetting_an_unknown_user_exits_1(user_id: str) -> None:
+    result = run("forget-user", "--user", user_id, "--yes")
+    assert result.returncode == 1
+    assert b"nothing to forget" in result.stderr
+
+
 def test_list_since_takes_an_age_as_well_as_a_date(user_id: str) -> None:
     run("store", "--user", user_id, stdin=b"fresh")
     recent = json.loads(run("list", "--user", user_id, "--since", "1h", "--json").stdout)
