@@ -174,6 +174,8 @@ async def cmd_retrieve(args: argparse.Namespace, cli: Cli) -> int:
         # numbered excerpt, which is not a slice of the content, gets a final newline like grep's own output.
         if args.grep is not None and text and not text.endswith("\n"):
             text += "\n"
+        if args.grep is not None and not text:
+            print(f"no line matches {args.grep!r}", file=sys.stderr)
         sys.stdout.flush()
         sys.stdout.buffer.write(text.encode("utf-8"))
         sys.stdout.buffer.flush()
@@ -223,10 +225,18 @@ async def cmd_delete(args: argparse.Namespace, cli: Cli) -> int:
     return EXIT_OK
 
 
+def _memories(count: int) -> str:
+    return "memory  " if count == 1 else "memories"  # padded: the columns stay aligned
+
+
 async def cmd_stats(args: argparse.Namespace, cli: Cli) -> int:
     stats = await (await cli.store()).stats(user_id=cli.user())
-    lines = [f"{t:<20} {v['count']:>7} memories {v['tokens']:>10} tokens" for t, v in stats.by_type.items()]
-    lines.append(f"{'total':<20} {stats.total_memories:>7} memories {stats.total_tokens:>10} tokens")
+    lines = [
+        f"{t:<20} {v['count']:>7} {_memories(v['count'])} {v['tokens']:>10} tokens" for t, v in stats.by_type.items()
+    ]
+    lines.append(
+        f"{'total':<20} {stats.total_memories:>7} {_memories(stats.total_memories)} {stats.total_tokens:>10} tokens"
+    )
     cli.emit(stats.model_dump(mode="json"), "\n".join(lines))
     return EXIT_OK
 
