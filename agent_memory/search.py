@@ -29,11 +29,11 @@ Example:
     >>> from agent_memory import MemoryStore
     >>> async def main() -> list[str]:
     ...     async with await MemoryStore.open() as store:
-    ...         await store.store("Filesystem /dev/sda1 100% used: No space left on device", user_id="alice",
-    ...                           description="df -h on build-01", memory_type="command_output")
-    ...         return [i.description for i in await store.search("dsk ful", user_id="alice")]
+    ...         await store.store("write failed: disk full on /dev/sda1 (100% used)", user_id="alice",
+    ...                           description="backup job on build-01", memory_type="command_output")
+    ...         return [i.description for i in await store.search("dsk ful", user_id="alice")]  # a typo
     >>> asyncio.run(main())  # doctest: +SKIP
-    ['df -h on build-01']
+    ['backup job on build-01']
 """
 
 from __future__ import annotations
