@@ -222,6 +222,8 @@ async def test_a_large_command_output_shows_as_an_executor_step_with_a_memory_re
 ) -> None:
     await send(alice, "please list the inventory")
     await expect(alice.get_by_text("The command printed 3000 inventory rows")).to_be_visible(timeout=TIMEOUT_MS)
+    # Chainlit moves the page to /thread/<id> once the thread exists, which may be after the answer shows.
+    await expect(alice).to_have_url(re.compile(r"/thread/[0-9a-f-]+$"), timeout=TIMEOUT_MS)
     match = re.search(r"/thread/([0-9a-f-]+)", alice.url)
     assert match, alice.url
     AliceThread.thread_id = match.group(1)
