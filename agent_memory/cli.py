@@ -184,8 +184,30 @@ async def cmd_retrieve(args: argparse.Namespace, cli: Cli) -> int:
 
 async def cmd_show(args: argparse.Namespace, cli: Cli) -> int:
     item = await (await cli.store()).get(args.key, user_id=cli.user())
-    cli.emit(item.model_dump(mode="json"), json.dumps(item.model_dump(mode="json"), indent=2, ensure_ascii=False))
+    cli.emit(item.model_dump(mode="json"), _item_details(item))
     return EXIT_OK
+
+
+def _item_details(item: MemoryItem) -> str:
+    """``show`` for people: one field a line, the metadata as indented JSON."""
+    accessed = item.last_accessed_at.isoformat(timespec="seconds") if item.last_accessed_at else "never"
+    fields = [
+        ("key", item.memory_key),
+        ("type", item.memory_type),
+        ("description", item.description or "—"),
+        ("size", f"{item.token_count:,} tokens, {item.char_count:,} characters"),
+        ("created", item.created_at.isoformat(timespec="seconds")),
+        ("last read", f"{accessed} ({item.access_count} reads)"),
+        ("thread", item.thread_id or "—"),
+        ("agent", item.agent_id or "—"),
+        ("sha256", item.content_sha256),
+    ]
+    lines = [f"{name + ':':<13}{value}" for name, value in fields]
+    if item.metadata:
+        lines.append(
+            "metadata:    " + json.dumps(item.metadata, indent=2, ensure_ascii=False).replace("\n", "\n" + " " * 13)
+        )
+    return "\n".join(lines)
 
 
 async def cmd_search(args: argparse.Namespace, cli: Cli) -> int:

@@ -84,6 +84,14 @@ def test_json_output_of_search_list_show_and_db_status(user_id: str) -> None:
     assert status["schema_version"] >= 1 and "pg_trgm" in status["extensions"]
 
 
+def test_show_without_json_lists_the_fields_a_line_each(user_id: str) -> None:
+    key = run("store", "--user", user_id, "-d", "terraform plan", stdin=b"Plan: 3 to add").stdout.decode().strip()
+    lines = run("show", key, "--user", user_id).stdout.decode().splitlines()
+    assert f"key:         {key}" in lines
+    assert "description: terraform plan" in lines
+    assert "last read:   never (0 reads)" in lines
+
+
 def test_delete_then_retrieve_exits_1(user_id: str) -> None:
     key = run("store", "--user", user_id, stdin=b"x").stdout.decode().strip()
     assert run("delete", key, "--user", user_id).returncode == 0
