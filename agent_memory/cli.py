@@ -24,6 +24,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
@@ -446,8 +447,11 @@ async def _run_until_terminated(args: argparse.Namespace) -> int:
         terminated = True
         if task is not None:
             task.cancel()
-        # A thread blocked on a read (the MCP stdio server waits on stdin) can hold the cancellation up forever.
-        loop.call_later(TERMINATE_GRACE_S, _exit_now)
+        # A thread blocked on a read (the MCP stdio server waits on stdin) can hold the cancellation, or the
+        # interpreter's exit, up forever: a daemon timer ends the process then, whatever the loop is doing.
+        timer = threading.Timer(TERMINATE_GRACE_S, _exit_now)
+        timer.daemon = True
+        timer.start()
 
     try:
         loop.add_signal_handler(signal.SIGTERM, terminate)
