@@ -113,7 +113,7 @@ async def test_a_trusted_proxy_header_logs_the_user_in(browser: Browser, app: st
     context = await browser.new_context(extra_http_headers={PROXY_HEADER: "dave"})
     page = await context.new_page()
     await page.goto(app + "/")
-    await expect(page.get_by_placeholder("Type your message here...")).to_be_visible(timeout=TIMEOUT_MS)
+    await chat_ready(page, TIMEOUT_MS)  # the session's socket is up: the header login and its cookie are done
     who = await context.request.get(app + "/memory-api/memories")
     assert who.status == 200
     assert (await who.json())["user"] == "dave"
