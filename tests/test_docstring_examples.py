@@ -12,7 +12,7 @@ import importlib
 import io
 
 import pytest
-from test_ui_support import fresh_database
+from support.databases import fresh_database
 
 # Modules whose docstring example is a self-contained `asyncio.run(main())` against the database.
 MODULES = [

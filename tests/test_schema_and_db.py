@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
+from support.databases import fresh_database
 
 from agent_memory import MemoryStore
 from agent_memory.config import Settings
@@ -17,21 +16,10 @@ from agent_memory.errors import DatabaseUnavailable
 CHAINLIT_TABLES = {"User", "Thread", "Step", "Element", "Feedback"}
 
 
-def _with_database(url: str, name: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=f"/{name}"))
-
-
 @pytest.fixture
 async def fresh_database_url(database_url: str) -> AsyncIterator[str]:
-    name = f"am_fresh_{uuid.uuid4().hex[:10]}"
-    admin = await asyncpg.connect(database_url)
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield _with_database(database_url, name)
-    finally:
-        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-        await admin.close()
+    async with fresh_database(database_url, "am_fresh") as url:
+        yield url
 
 
 async def _tables(url: str) -> set[str]:

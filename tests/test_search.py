@@ -7,9 +7,10 @@ Dense retrieval, embedders and reindex are in test_embeddings.py.
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
 
-import asyncpg
 import pytest
+from support.databases import fresh_database
 
 from agent_memory import MemoryStore
 from agent_memory.config import Settings
@@ -204,18 +205,10 @@ async def test_lexical_only_ranking_needs_no_embeddings_table(store: MemoryStore
 
 
 @pytest.fixture
-async def novector_url(database_url: str) -> str:
+async def novector_url(database_url: str) -> AsyncIterator[str]:
     """A fresh database on the test server whose sessions opt out of pgvector (as a server lacking it)."""
-    name = f"am_novec_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(database_url)
-    try:
-        await admin.execute(f"CREATE DATABASE {name}")
-    finally:
-        await admin.close()
-    base, _, query = database_url.partition("?")
-    base = base.rsplit("/", 1)[0] + "/" + name
-    sep = "?" + query + "&" if query else "?"
-    return f"{base}{sep}agent_memory.pgvector=off"
+    async with fresh_database(database_url, "am_novec") as url:
+        yield url + ("&" if "?" in url else "?") + "agent_memory.pgvector=off"
 
 
 async def test_without_pgvector_status_says_so_and_search_stays_lexical(novector_url: str, user_id: str) -> None:

@@ -14,6 +14,7 @@ import httpx
 import jwt
 import pytest
 from playwright.async_api import Browser, async_playwright, expect
+from support.databases import fresh_database
 from test_ui_support import (
     ARTIFACTS,
     CHROMIUM,
@@ -21,7 +22,6 @@ from test_ui_support import (
     add_user,
     chat_ready,
     close_context,
-    fresh_database,
     login,
     requires_chromium,
     running_ui,

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
+from support.databases import fresh_database
 from support.scripted_llm import RecordedRequest, Reply, ScriptedLLM
 from test_ui_support import (
     ARTIFACTS,
@@ -23,7 +24,6 @@ from test_ui_support import (
     add_user,
     chat_ready,
     close_context,
-    fresh_database,
     login,
     requires_chromium,
     running_ui,

@@ -13,14 +13,11 @@ import os
 import subprocess
 import sys
 import urllib.request
-import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-import asyncpg
 import pytest
 from support.servers import free_port, running_server
 
@@ -41,25 +38,6 @@ requires_chromium = pytest.mark.skipif(
     not os.path.exists(CHROMIUM),
     reason=f"browser tests need Debian's chromium at {CHROMIUM} (apt-get install chromium; .ci/run does it)",
 )
-
-
-@asynccontextmanager
-async def fresh_database(server_url: str) -> AsyncIterator[str]:
-    """A new, empty database on the test server; dropped afterwards."""
-    name = f"am_ui_{uuid.uuid4().hex[:10]}"
-    conn = await asyncpg.connect(server_url)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    try:
-        yield urlunsplit(urlsplit(server_url)._replace(path=f"/{name}"))
-    finally:
-        conn = await asyncpg.connect(server_url)
-        try:
-            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await conn.close()
 
 
 def cli(*args: str, env: dict[str, str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -9,13 +9,11 @@ import select
 import stat
 import subprocess
 import sys
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-import asyncpg
 import pytest
+from support.databases import fresh_database
 
 from agent_memory import MemoryStore
 from agent_memory.config import Settings
@@ -200,19 +198,8 @@ def test_user_add_on_a_terminal_asks_again_after_a_short_or_mistyped_password(us
 @pytest.fixture
 async def empty_database_url(database_url: str) -> AsyncIterator[str]:
     """A fresh database on the test server (no users at all)."""
-    name = f"am_empty_{uuid.uuid4().hex[:10]}"
-    conn = await asyncpg.connect(database_url)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    parts = urlsplit(database_url)
-    yield urlunsplit(parts._replace(path=f"/{name}"))
-    conn = await asyncpg.connect(database_url)
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
+    async with fresh_database(database_url, "am_empty") as url:
+        yield url
 
 
 def test_ui_without_any_login_says_exactly_what_to_run(empty_database_url: str) -> None:
