@@ -13,6 +13,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from playwright.async_api import Browser, async_playwright
+from support.databases import fresh_database
+from test_ui_support import CHROMIUM, CHROMIUM_ARGS
 
 from agent_memory import MemoryStore
 from agent_memory.config import Settings
@@ -55,3 +58,29 @@ def user_id() -> str:
 @pytest.fixture
 def other_user_id() -> str:
     return f"other-{uuid.uuid4().hex[:12]}"
+
+
+# ------------------------------------------------------------------ the UI tests (test_ui_*.py)
+
+
+@pytest.fixture(scope="module")
+async def ui_database(database_url: str) -> AsyncIterator[str]:
+    """The database of one module's `agent-memory ui` process: fresh, so its users and threads are its own."""
+    async with fresh_database(database_url, "am_ui") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+async def ui_store(ui_database: str) -> AsyncIterator[MemoryStore]:
+    store = await MemoryStore.open(ui_database, settings=Settings(database_url=ui_database))
+    yield store
+    await store.close()
+
+
+@pytest.fixture(scope="module")
+async def browser() -> AsyncIterator[Browser]:
+    """Debian's chromium driven by Playwright (the tests using it skip where it is absent)."""
+    async with async_playwright() as p:
+        b = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        await b.close()

@@ -13,12 +13,9 @@ from contextlib import asynccontextmanager
 import httpx
 import jwt
 import pytest
-from playwright.async_api import Browser, async_playwright, expect
-from support.databases import fresh_database
+from playwright.async_api import Browser, expect
 from test_ui_support import (
     ARTIFACTS,
-    CHROMIUM,
-    CHROMIUM_ARGS,
     add_user,
     chat_ready,
     close_context,
@@ -30,18 +27,11 @@ from test_ui_support import (
 )
 
 from agent_memory import MemoryStore
-from agent_memory.config import Settings
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session")]
 
 TIMEOUT_MS = 60_000
 PROXY_HEADER = "X-Forwarded-User"
-
-
-@pytest.fixture(scope="module")
-async def ui_database(database_url: str) -> AsyncIterator[str]:
-    async with fresh_database(database_url) as url:
-        yield url
 
 
 @pytest.fixture(scope="module")
@@ -56,21 +46,6 @@ def app(ui_database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     add_user("erin", "erin-secret-password", env)
     with running_ui(env, ARTIFACTS / "app-no-model.log") as base:
         yield base
-
-
-@pytest.fixture(scope="module")
-async def ui_store(ui_database: str) -> AsyncIterator[MemoryStore]:
-    store = await MemoryStore.open(ui_database, settings=Settings(database_url=ui_database))
-    yield store
-    await store.close()
-
-
-@pytest.fixture(scope="module")
-async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as p:
-        b = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        await b.close()
 
 
 NO_MODEL = "No model is configured"

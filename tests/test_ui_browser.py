@@ -14,13 +14,10 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
-from support.databases import fresh_database
+from playwright.async_api import Browser, BrowserContext, Page, expect
 from support.scripted_llm import RecordedRequest, Reply, ScriptedLLM
 from test_ui_support import (
     ARTIFACTS,
-    CHROMIUM,
-    CHROMIUM_ARGS,
     add_user,
     chat_ready,
     close_context,
@@ -32,7 +29,6 @@ from test_ui_support import (
 )
 
 from agent_memory import MemoryStore
-from agent_memory.config import Settings
 
 pytestmark = [requires_chromium, pytest.mark.asyncio(loop_scope="session")]
 
@@ -89,19 +85,6 @@ def llm() -> Iterator[ScriptedLLM]:
 
 
 @pytest.fixture(scope="module")
-async def ui_database(database_url: str) -> AsyncIterator[str]:
-    async with fresh_database(database_url) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-async def ui_store(ui_database: str) -> AsyncIterator[MemoryStore]:
-    store = await MemoryStore.open(ui_database, settings=Settings(database_url=ui_database))
-    yield store
-    await store.close()
-
-
-@pytest.fixture(scope="module")
 def app(
     ui_database: str, ui_store: MemoryStore, llm: ScriptedLLM, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
@@ -113,14 +96,6 @@ def app(
     add_user(BOB, BOB_PASSWORD, env)
     with running_ui(env, ARTIFACTS / "app.log") as base:
         yield base
-
-
-@pytest.fixture(scope="module")
-async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as p:
-        b = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        await b.close()
 
 
 @pytest.fixture(scope="module")
