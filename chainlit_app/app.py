@@ -22,7 +22,7 @@ from chainlit.server import app as server_app
 from chainlit.types import CommandDict, ThreadDict
 
 from agent_memory.users import UserAccounts, auth_secret
-from chainlit_app import inspector
+from chainlit_app import header_login, inspector
 from chainlit_app.chat import ChatSession, memory_overview, search_overview
 from chainlit_app.runtime import AgentMemoryDataLayer, close_store, database_url, get_store
 
@@ -79,20 +79,13 @@ async def _password_login(username: str, password: str) -> cl.User | None:
     return None
 
 
-def _header_auth_enabled() -> bool:
-    return os.environ.get("AGENT_MEMORY_UI_HEADER_AUTH", "").strip().lower() in ("1", "true", "yes", "on")
-
-
-if _header_auth_enabled():
-    _TRUSTED_HEADER = os.environ.get("AGENT_MEMORY_UI_TRUSTED_HEADER", "X-Forwarded-User")
+if header_login.enabled():
+    _TRUSTED_HEADER = header_login.trusted_header()
+    header_login.mount(server_app)
 
     @cl.header_auth_callback
     async def _header_login(headers: Any) -> cl.User | None:
-        # Only safe behind a proxy that authenticates users and overwrites this header on every request.
-        name = (headers.get(_TRUSTED_HEADER) or "").strip()
-        if not name or len(name) > 255:
-            return None
-        return cl.User(identifier=name, metadata={"provider": "header"})
+        return header_login.trusted_user(headers, _TRUSTED_HEADER)
 
 
 def _identifier() -> str:

@@ -7,13 +7,14 @@ tests need no browser; the two browser tests skip without chromium.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 
 import httpx
 import jwt
 import pytest
-from playwright.async_api import Browser, expect
+from playwright.async_api import Browser, Route, expect
 from test_ui_support import (
     ARTIFACTS,
     add_user,
@@ -95,6 +96,36 @@ async def test_a_trusted_proxy_header_logs_the_user_in(browser: Browser, app: st
     await close_context(context)
 
 
+@requires_chromium
+async def test_a_header_login_answered_late_does_not_undo_a_password_login(browser: Browser, app: str) -> None:
+    # The login page asks /auth/header at once; we hold that request until the password login is done
+    # and the chat runs. Answered with a 401, Chainlit's client would then load /login again (lost chat).
+    context = await browser.new_context(viewport={"width": 1280, "height": 860})
+    page = await context.new_page()
+    release = asyncio.Event()
+
+    async def hold(route: Route) -> None:
+        await release.wait()
+        await route.continue_()
+
+    await page.route("**/auth/header", hold)
+    page_loads: list[str] = []
+    page.on("request", lambda request: page_loads.append(request.url) if request.resource_type == "document" else None)
+    await login(page, app, "carol", "carol-secret-password")
+    await chat_ready(page, TIMEOUT_MS)
+    async with page.expect_response("**/auth/header") as answer:
+        release.set()
+    header_answer = await answer.value
+    box = page.locator("#chat-input")
+    await box.fill("are you still there")
+    await box.press("Enter")
+    await expect(page.get_by_text("Your message was not run.")).to_be_visible(timeout=TIMEOUT_MS)
+    await expect(page.get_by_role("main").get_by_text("are you still there")).to_be_visible()
+    assert page_loads == [app + "/login"]  # the login page was loaded once, by the test
+    assert header_answer.status == 200
+    await close_context(context)
+
+
 # ---------------------------------------------------------------------------------------------- HTTP
 
 
@@ -133,6 +164,27 @@ async def test_the_memory_api_serves_the_logged_in_user_only(app: str, ui_store:
         assert (await client.delete(f"/memory-api/memories/{mine}")).status_code == 200
         assert (await client.get(f"/memory-api/memories/{mine}")).status_code == 404
     assert await ui_store.retrieve(theirs, user_id="erin") == "erin's secret\n"
+
+
+async def test_header_login_without_the_header_fails_without_a_401(app: str) -> None:
+    # Chainlit's client answers any 401 by loading /login, even after a password login succeeded meanwhile.
+    async with httpx.AsyncClient(base_url=app, timeout=30) as client:
+        response = await client.post("/auth/header", json={})
+        assert response.status_code == 200
+        assert response.json()["success"] is False
+        assert PROXY_HEADER in response.json()["detail"]
+        assert not response.cookies
+        assert (await client.get("/memory-api/memories")).status_code == 401
+
+
+async def test_header_login_with_the_header_logs_that_user_in(app: str) -> None:
+    async with httpx.AsyncClient(base_url=app, timeout=30) as client:
+        response = await client.post("/auth/header", json={}, headers={PROXY_HEADER: "frank"})
+        assert response.status_code == 200
+        assert response.json()["success"] is True
+        who = await client.get("/memory-api/memories")
+        assert who.status_code == 200
+        assert who.json()["user"] == "frank"
 
 
 async def test_a_token_signed_with_another_secret_is_refused(app: str) -> None:
