@@ -15,11 +15,25 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Browser, async_playwright
 from support.databases import fresh_database
-from test_ui_support import CHROMIUM, CHROMIUM_ARGS
+from test_ui_support import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
 
 from agent_memory import MemoryStore
 from agent_memory.config import Settings
 from agent_memory.db import start_embedded_server
+
+UI_LOG_TAIL_LINES = 40
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
+    """A failed UI test's report ends with the tail of each UI server's log: CI shows only the report."""
+    report = yield
+    if call.when == "call" and report.failed and item.path.name.startswith("test_ui"):
+        for log in sorted(ARTIFACTS.glob("*.log")):
+            lines = log.read_text(encoding="utf-8", errors="replace").splitlines()[-UI_LOG_TAIL_LINES:]
+            report.sections.append((f"{log.name} (last {len(lines)} lines)", "\n".join(lines)))
+    return report
+
 
 # The scripted OpenAI-compatible LLM server fixture (`scripted_llm`), see tests/support/scripted_llm.py.
 pytest_plugins = ["support.scripted_llm"]
