@@ -30,6 +30,7 @@ from .config import get_settings
 from .users import MIN_PASSWORD_CHARS, AccountExists, UserAccounts, auth_secret, check_password
 
 EXIT_NOT_FOUND = 1
+HEADER_AUTH_ENV = "AGENT_MEMORY_UI_HEADER_AUTH"
 PASSWORD_ATTEMPTS = 3  # interactive prompts before giving up
 
 
@@ -99,6 +100,11 @@ async def cmd_user_delete(args: argparse.Namespace, cli: Cli) -> int:
     return EXIT_OK
 
 
+def header_auth_enabled() -> bool:
+    """Whether ``AGENT_MEMORY_UI_HEADER_AUTH`` turns on login from a trusted proxy header (1/true/yes/on)."""
+    return os.environ.get(HEADER_AUTH_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def prepare_app_root(home: Path) -> Path:
     """A writable Chainlit project directory under the home: config, public assets, uploads.
 
@@ -121,7 +127,7 @@ async def cmd_ui(args: argparse.Namespace, cli: Cli) -> int:
     store = await cli.store()  # starts the embedded server when no URL is configured, applies the schema
     db = store.db
     accounts = UserAccounts(db)
-    if await accounts.count_logins() == 0 and not os.environ.get("AGENT_MEMORY_UI_HEADER_AUTH"):
+    if await accounts.count_logins() == 0 and not header_auth_enabled():
         if not sys.stdin.isatty():
             cli.error(
                 "no user can log in yet. Create one first:\n\n    agent-memory user add YOUR_NAME\n\n"

@@ -21,6 +21,7 @@ from chainlit.data.chainlit_data_layer import ChainlitDataLayer
 from chainlit.server import app as server_app
 from chainlit.types import CommandDict, ThreadDict
 
+from agent_memory.cli_ui import header_auth_enabled
 from agent_memory.users import UserAccounts, auth_secret
 from chainlit_app import header_login, inspector
 from chainlit_app.chat import ChatSession, memory_overview, search_overview
@@ -79,7 +80,7 @@ async def _password_login(username: str, password: str) -> cl.User | None:
     return None
 
 
-if header_login.enabled():
+if header_auth_enabled():
     _TRUSTED_HEADER = header_login.trusted_header()
     header_login.mount(server_app)
 

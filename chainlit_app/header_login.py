@@ -24,11 +24,6 @@ HEADER_LOGIN_PATH = "/auth/header"
 MAX_IDENTIFIER_LENGTH = 255
 
 
-def enabled() -> bool:
-    """Whether ``AGENT_MEMORY_UI_HEADER_AUTH`` turns header login on."""
-    return os.environ.get("AGENT_MEMORY_UI_HEADER_AUTH", "").strip().lower() in ("1", "true", "yes", "on")
-
-
 def trusted_header() -> str:
     """The header the proxy sets (``AGENT_MEMORY_UI_TRUSTED_HEADER``, default ``X-Forwarded-User``)."""
     return os.environ.get("AGENT_MEMORY_UI_TRUSTED_HEADER", "X-Forwarded-User")

@@ -206,3 +206,11 @@ def test_ui_without_any_login_says_exactly_what_to_run(empty_database_url: str) 
     result = run("ui", "--port", "1", env={"AGENT_MEMORY_DATABASE_URL": empty_database_url})
     assert result.returncode == 2
     assert "agent-memory user add" in result.stderr
+
+
+def test_ui_with_header_auth_switched_off_still_needs_a_login(empty_database_url: str) -> None:
+    # "0" is off, as in the UI itself: without logins nobody could sign in, so the command says what to run.
+    env = {"AGENT_MEMORY_DATABASE_URL": empty_database_url, "AGENT_MEMORY_UI_HEADER_AUTH": "0"}
+    result = run("ui", "--port", "1", env=env)
+    assert result.returncode == 2
+    assert "agent-memory user add" in result.stderr
