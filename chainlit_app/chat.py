@@ -122,7 +122,7 @@ class ChatSession:
 
     async def run(self, task: str) -> None:
         if self.agents is None:
-            # Repeat why: the notice sent at chat start may have scrolled away (or been lost on a reconnect).
+            # Repeat why: the notice sent at chat start may have scrolled away.
             reason = self.setup_error or "The agents are not available in this session."
             await cl.Message(content=f"Your message was not run.\n\n{reason}", author="agent-memory").send()
             return

@@ -86,21 +86,14 @@ async def login(page: Any, base: str, name: str, password: str) -> None:
 
 
 async def chat_ready(page: Any, timeout_ms: int = 60_000) -> None:
-    """Wait until the chat session's socket is up: what is sent before that, Chainlit drops.
+    """Wait until the chat session's socket is up: a message typed before that, Chainlit drops.
 
     The composer is editable as soon as the page renders; the app's commands (``Memories``, ``Search``)
-    arrive over the session's socket at chat start, so once they show, the session is listening. Chainlit's
-    client can replace its socket right after login and lose what chat start sent (Chainlit issues #2535,
-    #2891); a reloaded page is a new session, whose chat start must deliver them.
+    arrive over the session's socket at chat start, so once they show, the session is listening.
     """
     from playwright.async_api import expect
 
-    commands = page.locator("#command-Memories")
-    try:
-        await expect(commands).to_be_visible(timeout=timeout_ms // 3)
-    except AssertionError:
-        await page.reload()
-        await expect(commands).to_be_visible(timeout=timeout_ms)
+    await expect(page.locator("#command-Memories")).to_be_visible(timeout=timeout_ms)
 
 
 async def screenshot(page: Any, name: str) -> Path:
