@@ -24,9 +24,11 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
+import anyio
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.settings import AuthSettings
@@ -280,11 +282,36 @@ def create_server(
     return mcp
 
 
+class SessionEndFilter(logging.Filter):
+    """Drops the SDK's error report for a client that ends its session normally.
+
+    When a client closes its session (``DELETE /mcp``), the SDK's stream for server-initiated messages is
+    already closed when its writer next wakes, and it logs that as ``Error in standalone SSE writer`` with a
+    full traceback: one alarming error per session in every server log. Other errors pass unchanged.
+    """
+
+    MESSAGE = "Error in standalone SSE writer"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        closed = record.exc_info is not None and isinstance(
+            record.exc_info[1], (anyio.ClosedResourceError, anyio.BrokenResourceError)
+        )
+        return not (closed and record.getMessage() == self.MESSAGE)
+
+
+def quiet_normal_session_ends() -> None:
+    """Install :class:`SessionEndFilter` on the SDK's streamable-HTTP logger (idempotent)."""
+    logger = logging.getLogger("mcp.server.streamable_http")
+    if not any(isinstance(f, SessionEndFilter) for f in logger.filters):
+        logger.addFilter(SessionEndFilter())
+
+
 def create_http_server(store: MemoryStore, *, host: str = "127.0.0.1", port: int = 8000, **settings: Any) -> MemoryMCP:
     """A streamable-HTTP server whose users are those of the bearer tokens in the store's database."""
     # Room for a 10 MB store_memory call after JSON escaping, so oversize content gets the tool's clear error
     # rather than the transport's bare 413 (the SDK default is 4 MiB).
     settings.setdefault("max_request_body_size", HTTP_MAX_REQUEST_BYTES)
+    quiet_normal_session_ends()
     return create_server(
         store, token_verifier=StoreTokenVerifier(TokenManager(store.db)), host=host, port=port, **settings
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -9,6 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from autogen_core.tools import TextResultContent
@@ -22,6 +24,7 @@ from support.servers import free_port, running_server
 
 from agent_memory import MemoryStore
 from agent_memory.mcp_auth import TokenManager
+from agent_memory.mcp_server import SessionEndFilter
 
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 INITIALIZE = {
@@ -199,3 +202,20 @@ async def test_autogen_workbench_over_http_with_a_bearer_token(server_url: str, 
         listed = await wb.call_tool("list_memories", {})
         text = "".join(p.content for p in listed.result if isinstance(p, TextResultContent))
         assert "pkg manager" in text
+
+
+# Kept last in the module: by now the sessions of the tests above have ended, each with a DELETE.
+def test_sessions_that_end_normally_leave_no_error_in_the_server_log(server_log: Path) -> None:
+    log = server_log.read_text()
+    assert log.count("Terminating session") >= 5
+    assert "ERROR" not in log
+    assert "Traceback" not in log
+
+
+def test_the_session_end_filter_drops_only_the_closed_stream_report() -> None:
+    closed = logging.LogRecord("mcp.server.streamable_http", logging.ERROR, __file__, 1, SessionEndFilter.MESSAGE,
+                               None, (anyio.ClosedResourceError, anyio.ClosedResourceError(), None))  # fmt: skip
+    other = logging.LogRecord("mcp.server.streamable_http", logging.ERROR, __file__, 1, SessionEndFilter.MESSAGE,
+                              None, (ValueError, ValueError("real fault"), None))  # fmt: skip
+    assert not SessionEndFilter().filter(closed)
+    assert SessionEndFilter().filter(other)
