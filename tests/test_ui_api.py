@@ -91,20 +91,23 @@ async def test_a_trusted_proxy_header_logs_the_user_in(browser: Browser, app: st
 
 @requires_chromium
 async def test_a_header_login_answered_late_does_not_undo_a_password_login(browser: Browser, app: str) -> None:
-    # The login page asks /auth/header at once; we hold that request until the password login is done
-    # and the chat runs. Answered with a 401, Chainlit's client would then load /login again (lost chat).
+    # The login page asks /auth/header as soon as it has loaded; we hold that request until the password
+    # login is done and the chat runs. Answered with a 401, Chainlit's client then loads /login again.
     context = await browser.new_context(viewport={"width": 1280, "height": 860})
     page = await context.new_page()
-    release = asyncio.Event()
+    asked, release = asyncio.Event(), asyncio.Event()
 
     async def hold(route: Route) -> None:
+        asked.set()
         await release.wait()
         await route.continue_()
 
     await page.route("**/auth/header", hold)
     page_loads: list[str] = []
     page.on("request", lambda request: page_loads.append(request.url) if request.resource_type == "document" else None)
-    await login(page, app, "carol", "carol-secret-password")
+    await page.goto(app + "/login")
+    await asyncio.wait_for(asked.wait(), TIMEOUT_MS / 1000)  # the header attempt is under way before we log in
+    await login(page, app, "carol", "carol-secret-password", navigate=False)
     await chat_ready(page, TIMEOUT_MS)
     async with page.expect_response("**/auth/header") as answer:
         release.set()

@@ -78,8 +78,10 @@ def ui_env(database_url: str, home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-async def login(page: Any, base: str, name: str, password: str) -> None:
-    await page.goto(base + "/login")
+async def login(page: Any, base: str, name: str, password: str, *, navigate: bool = True) -> None:
+    """Log in with the password form (``navigate=False``: the page is already on ``/login``)."""
+    if navigate:
+        await page.goto(base + "/login")
     await page.fill("#email", name)
     await page.fill("#password", password)
     await page.click("button[type=submit]")
