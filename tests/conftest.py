@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 from playwright.async_api import Browser, async_playwright
-from support.databases import fresh_database
+from support.databases import fresh_database, open_store
 from test_ui_support import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
 
 from agent_memory import MemoryStore
-from agent_memory.config import Settings
 from agent_memory.db import start_embedded_server
 
 UI_LOG_TAIL_LINES = 40
@@ -58,9 +57,8 @@ async def database_url(agent_memory_home: Path) -> str:
 
 @pytest.fixture(scope="session")
 async def store(database_url: str) -> AsyncIterator[MemoryStore]:
-    s = await MemoryStore.open(database_url, settings=Settings(database_url=database_url))
-    yield s
-    await s.close()
+    async with await open_store(database_url) as s:
+        yield s
 
 
 @pytest.fixture
@@ -86,9 +84,8 @@ async def ui_database(database_url: str) -> AsyncIterator[str]:
 
 @pytest.fixture(scope="module")
 async def ui_store(ui_database: str) -> AsyncIterator[MemoryStore]:
-    store = await MemoryStore.open(ui_database, settings=Settings(database_url=ui_database))
-    yield store
-    await store.close()
+    async with await open_store(ui_database) as s:
+        yield s
 
 
 @pytest.fixture(scope="module")

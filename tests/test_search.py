@@ -10,7 +10,7 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
-from support.databases import fresh_database
+from support.databases import fresh_database, open_store
 
 from agent_memory import MemoryStore
 from agent_memory.config import Settings
@@ -212,8 +212,7 @@ async def novector_url(database_url: str) -> AsyncIterator[str]:
 
 
 async def test_without_pgvector_status_says_so_and_search_stays_lexical(novector_url: str, user_id: str) -> None:
-    store = await MemoryStore.open(novector_url, settings=Settings(database_url=novector_url))
-    try:
+    async with await open_store(novector_url) as store:
         status = await store.db.status()
         assert status["pgvector"] is False
         assert await store.db.pool.fetchval("SELECT to_regclass('agent_memory_embeddings')") is None
@@ -221,8 +220,6 @@ async def test_without_pgvector_status_says_so_and_search_stays_lexical(novector
         items = await store.search("dsk ful", user_id=user_id)
         assert items[0].memory_key == keys["df_full"]
         assert await store.search("best sourdough bread recipe", user_id=user_id) == []
-    finally:
-        await store.close()
 
 
 async def test_schema_reapplies_cleanly_without_pgvector(novector_url: str) -> None:

@@ -9,6 +9,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
+from agent_memory import MemoryStore
+from agent_memory.config import Settings
+
 
 @asynccontextmanager
 async def fresh_database(server_url: str, prefix: str = "am_test") -> AsyncIterator[str]:
@@ -28,3 +31,8 @@ async def fresh_database(server_url: str, prefix: str = "am_test") -> AsyncItera
             await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         finally:
             await conn.close()
+
+
+async def open_store(database_url: str) -> MemoryStore:
+    """A MemoryStore on ``database_url`` whose settings name that URL too (not the environment's)."""
+    return await MemoryStore.open(database_url, settings=Settings(database_url=database_url))
