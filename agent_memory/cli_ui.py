@@ -22,6 +22,7 @@ import os
 import shutil
 import signal
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,25 @@ def header_auth_enabled() -> bool:
     return os.environ.get(HEADER_AUTH_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
+# `chainlit run` reads these as its own flags. CI=true (set by most CI systems) turns on Chainlit's CI mode,
+# which sets OPENAI_API_KEY to a fake key: the agents would then call api.openai.com with it instead of
+# saying that no model is configured.
+CHAINLIT_FLAG_VARIABLES = ("CI",)
+
+
+def chainlit_env(parent: Mapping[str, str], **settings: str) -> dict[str, str]:
+    """The Chainlit child's environment: ``parent`` plus ``settings``, without the variables that would switch
+    on Chainlit CLI modes the user did not ask for (:data:`CHAINLIT_FLAG_VARIABLES`).
+
+    Example:
+        >>> chainlit_env({"CI": "true", "PATH": "/usr/bin"}, CHAINLIT_APP_ROOT="/srv/ui")
+        {'PATH': '/usr/bin', 'CHAINLIT_APP_ROOT': '/srv/ui'}
+    """
+    env = {name: value for name, value in parent.items() if name not in CHAINLIT_FLAG_VARIABLES}
+    env.update(settings)
+    return env
+
+
 def prepare_app_root(home: Path) -> Path:
     """A writable Chainlit project directory under the home: config, public assets, uploads.
 
@@ -135,13 +155,13 @@ async def cmd_ui(args: argparse.Namespace, cli: Cli) -> int:
             )
             return EXIT_USAGE
         await _create_first_login(accounts)
-    env: dict[str, str] = {
-        **os.environ,
-        "AGENT_MEMORY_DATABASE_URL": db.url,
-        "CHAINLIT_AUTH_SECRET": auth_secret(settings),
-        "CHAINLIT_APP_ROOT": str(prepare_app_root(settings.resolved_home())),
-        "AGENT_MEMORY_HOME": str(settings.resolved_home()),
-    }
+    env = chainlit_env(
+        os.environ,
+        AGENT_MEMORY_DATABASE_URL=db.url,
+        CHAINLIT_AUTH_SECRET=auth_secret(settings),
+        CHAINLIT_APP_ROOT=str(prepare_app_root(settings.resolved_home())),
+        AGENT_MEMORY_HOME=str(settings.resolved_home()),
+    )
     if not (os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL")):
         print(
             "note: no model configured (OPENAI_API_KEY / OPENAI_BASE_URL); the UI starts and explains what to set.",

@@ -17,6 +17,7 @@ import os
 from typing import Any
 
 import chainlit as cl
+from chainlit.config import config as chainlit_config
 from chainlit.data.chainlit_data_layer import ChainlitDataLayer
 from chainlit.server import app as server_app
 from chainlit.types import CommandDict, ThreadDict
@@ -28,6 +29,14 @@ from chainlit_app.chat import ChatSession, memory_overview, search_overview
 from chainlit_app.runtime import AgentMemoryDataLayer, close_store, database_url, get_store
 
 inspector.mount(server_app)
+
+# Chainlit's CI mode (`chainlit run --ci`, or CI=true in the environment) replaces OPENAI_API_KEY with a fake
+# key. That is not a model: without this, the agents would call api.openai.com with it instead of the chat
+# saying what to set. (`agent-memory ui` never starts Chainlit in CI mode; this covers direct runs.)
+CHAINLIT_CI_FAKE_OPENAI_KEY = "sk-FAKE-OPENAI-API-KEY"  # what chainlit.cli sets in CI mode
+if chainlit_config.run.ci and os.environ.get("OPENAI_API_KEY") == CHAINLIT_CI_FAKE_OPENAI_KEY:
+    del os.environ["OPENAI_API_KEY"]
+    logging.getLogger(__name__).warning("Chainlit runs in CI mode: its fake OPENAI_API_KEY is ignored")
 
 # `agent-memory ui` passes the secret; run directly (`chainlit run chainlit_app/app.py`) it comes from the
 # same file under AGENT_MEMORY_HOME, so sessions stay valid across both ways of starting.
