@@ -26,17 +26,11 @@ from agent_memory.cli_ui import header_auth_enabled
 from agent_memory.users import UserAccounts, auth_secret
 from chainlit_app import header_login, inspector
 from chainlit_app.chat import ChatSession, memory_overview, search_overview
-from chainlit_app.runtime import AgentMemoryDataLayer, close_store, database_url, get_store
+from chainlit_app.runtime import AgentMemoryDataLayer, close_store, database_url, drop_chainlit_ci_key, get_store
 
 inspector.mount(server_app)
 
-# Chainlit's CI mode (`chainlit run --ci`, or CI=true in the environment) replaces OPENAI_API_KEY with a fake
-# key. That is not a model: without this, the agents would call api.openai.com with it instead of the chat
-# saying what to set. (`agent-memory ui` never starts Chainlit in CI mode; this covers direct runs.)
-CHAINLIT_CI_FAKE_OPENAI_KEY = "sk-FAKE-OPENAI-API-KEY"  # what chainlit.cli sets in CI mode
-if chainlit_config.run.ci and os.environ.get("OPENAI_API_KEY") == CHAINLIT_CI_FAKE_OPENAI_KEY:
-    del os.environ["OPENAI_API_KEY"]
-    logging.getLogger(__name__).warning("Chainlit runs in CI mode: its fake OPENAI_API_KEY is ignored")
+drop_chainlit_ci_key(os.environ, ci_mode=chainlit_config.run.ci)  # `chainlit run --ci`: its key is fake
 
 # `agent-memory ui` passes the secret; run directly (`chainlit run chainlit_app/app.py`) it comes from the
 # same file under AGENT_MEMORY_HOME, so sessions stay valid across both ways of starting.

@@ -8,13 +8,18 @@ here, once, before Chainlit's event loop runs.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+from collections.abc import MutableMapping
 
 from chainlit.data.chainlit_data_layer import ChainlitDataLayer
 
 from agent_memory import MemoryStore
 from agent_memory.config import get_settings
 from agent_memory.db import start_embedded_server
+
+# What `chainlit run` sets as OPENAI_API_KEY in its CI mode (`--ci`, or CI=true in the environment).
+CHAINLIT_CI_FAKE_OPENAI_KEY = "sk-FAKE-OPENAI-API-KEY"
 
 _store: MemoryStore | None = None
 _store_lock: asyncio.Lock | None = None
@@ -28,6 +33,19 @@ def database_url() -> str:
         url = server.uri
         os.environ["AGENT_MEMORY_DATABASE_URL"] = url
     return url
+
+
+def drop_chainlit_ci_key(environ: MutableMapping[str, str], ci_mode: bool) -> bool:
+    """Remove the fake OpenAI key Chainlit's CI mode put in ``environ``; True when it did.
+
+    That key is not a model: left in place, the agents would call api.openai.com with it instead of the
+    chat saying what to set. ``agent-memory ui`` never starts Chainlit in CI mode; this covers direct runs.
+    """
+    if not ci_mode or environ.get("OPENAI_API_KEY") != CHAINLIT_CI_FAKE_OPENAI_KEY:
+        return False
+    del environ["OPENAI_API_KEY"]
+    logging.getLogger(__name__).warning("Chainlit runs in CI mode: its fake OPENAI_API_KEY is ignored")
+    return True
 
 
 async def get_store() -> MemoryStore:
