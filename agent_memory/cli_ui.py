@@ -162,9 +162,10 @@ async def cmd_ui(args: argparse.Namespace, cli: Cli) -> int:
         CHAINLIT_APP_ROOT=str(prepare_app_root(settings.resolved_home())),
         AGENT_MEMORY_HOME=str(settings.resolved_home()),
     )
-    if not (os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL")):
+    if not _model_configured():
         print(
-            "note: no model configured (OPENAI_API_KEY / OPENAI_BASE_URL); the UI starts and explains what to set.",
+            "note: no model configured (OPENAI_API_KEY / OPENAI_BASE_URL / AGENT_MEMORY_MODEL_CONFIG); "
+            "the UI starts and explains what to set.",
             file=sys.stderr,
         )
     host_shown = "localhost" if args.host in ("0.0.0.0", "127.0.0.1") else args.host
@@ -174,6 +175,16 @@ async def cmd_ui(args: argparse.Namespace, cli: Cli) -> int:
     # The embedded server stays up while this process lives; the child only connects to it.
     await db.close()
     return await _run_child(command, env)
+
+
+def _model_configured() -> bool:
+    """The agents' model check of the app itself (a wrong value counts as configured: the chat says what)."""
+    from .agents.model_config import ModelConfigError, ModelSettings
+
+    try:
+        return ModelSettings.from_env(role="main").is_configured()
+    except ModelConfigError:
+        return True
 
 
 async def _create_first_login(accounts: UserAccounts) -> None:

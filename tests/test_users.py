@@ -214,3 +214,24 @@ def test_ui_with_header_auth_switched_off_still_needs_a_login(empty_database_url
     result = run("ui", "--port", "1", env=env)
     assert result.returncode == 2
     assert "agent-memory user add" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "configured"),
+    [
+        ({}, False),
+        ({"OPENAI_API_KEY": "sk-test"}, True),
+        ({"AGENT_MEMORY_MODEL_CONFIG": '{"provider": "x.Client", "config": {}}'}, True),
+        ({"AGENT_MEMORY_MODEL_FAMILY": "llama", "AGENT_MEMORY_MODEL_VISION": "maybe"}, True),  # wrong: the chat says
+    ],
+)
+def test_ui_notes_a_missing_model_as_the_app_judges_it(
+    env: dict[str, str], configured: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent_memory.cli_ui import _model_configured
+
+    for name in [n for n in os.environ if n.startswith(("OPENAI_", "AGENT_MEMORY_MODEL"))]:
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert _model_configured() is configured
