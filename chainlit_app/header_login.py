@@ -41,9 +41,10 @@ def trusted_user(headers: Mapping[str, str], header: str) -> cl.User | None:
 
 
 async def _header_login(request: Request) -> Response:
-    if trusted_user(request.headers, trusted_header()) is None:
+    header = trusted_header()
+    if trusted_user(request.headers, header) is None:
         # Not 401: Chainlit's client would reload /login even after a password login that finished first.
-        return JSONResponse({"success": False, "detail": f"no {trusted_header()} header: log in with a password"})
+        return JSONResponse({"success": False, "detail": f"no {header} header: log in with a password"})
     response: Response = await chainlit_header_auth(request)
     return response
 
