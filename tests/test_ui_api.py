@@ -1,8 +1,8 @@
 """The UI server over plain HTTP (login, the memory API and its isolation), without any model configured,
 and behind an SSO proxy (trusted header login).
 
-One `agent-memory ui` process with no OPENAI_* variables, ``CI=true`` and ``AGENT_MEMORY_UI_HEADER_AUTH=1``.
-The HTTP tests need no browser; the browser tests skip without chromium.
+One `agent-memory ui` process with no OPENAI_* variables (but ``CI=true``, see ``ui_env``) and
+``AGENT_MEMORY_UI_HEADER_AUTH=1``. The HTTP tests need no browser; the browser tests skip without chromium.
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ def app(ui_database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         tmp_path_factory.mktemp("ui-home"),
         AGENT_MEMORY_UI_HEADER_AUTH="1",
         AGENT_MEMORY_UI_TRUSTED_HEADER=PROXY_HEADER,
-        CI="true",  # as on CI servers: Chainlit's CI mode would invent a fake OpenAI key (no model is no model)
     )
     add_user("carol", "carol-secret-password", env)
     add_user("erin", "erin-secret-password", env)

@@ -92,7 +92,6 @@ def app(
     env = ui_env(
         ui_database, home, OPENAI_BASE_URL=llm.base_url, OPENAI_API_KEY="test-key", AGENT_MEMORY_MODEL="gpt-4o"
     )
-    env["CI"] = "true"  # as on CI servers: Chainlit's CI mode must not replace the user's key (see the key test)
     add_user(ALICE, ALICE_PASSWORD, env)
     add_user(BOB, BOB_PASSWORD, env)
     with running_ui(env, ARTIFACTS / "app.log") as base:
@@ -220,7 +219,7 @@ async def test_a_large_command_output_shows_as_an_executor_step_with_a_memory_re
 
 
 async def test_the_model_is_called_with_the_key_the_user_configured(llm: ScriptedLLM) -> None:
-    # The app runs with CI=true; in Chainlit's CI mode its CLI would swap OPENAI_API_KEY for a fake key.
+    # The app runs with CI=true (ui_env); in Chainlit's CI mode its CLI would swap OPENAI_API_KEY for a fake key.
     sent = {r.headers.get("Authorization") or r.headers.get("authorization") for r in llm.requests}
     assert sent == {"Bearer test-key"}
 

@@ -74,7 +74,9 @@ def running_ui(env: dict[str, str], log_path: Path) -> Iterator[str]:
 def ui_env(database_url: str, home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AGENT_MEMORY_MODEL"))}
     env.pop("CHAINLIT_AUTH_SECRET", None)
-    env.update({"AGENT_MEMORY_DATABASE_URL": database_url, "AGENT_MEMORY_HOME": str(home), **extra})
+    # CI=true as on CI servers (and here too): it must not switch on Chainlit's CI mode, whose fake OpenAI key
+    # would give the no-model app a model and replace the key of the app that has one.
+    env.update({"AGENT_MEMORY_DATABASE_URL": database_url, "AGENT_MEMORY_HOME": str(home), "CI": "true", **extra})
     return env
 
 
