@@ -32,9 +32,9 @@ from mcp.shared.memory import create_connected_server_and_client_session
 from mcp.types import TextContent
 
 from agent_memory import MemoryStore
+from agent_memory.auth import TokenManager
 from agent_memory.config import Settings
-from agent_memory.mcp_auth import TokenManager
-from agent_memory.mcp_server import create_server
+from agent_memory.mcp import create_server
 from agent_memory.tokens import count_tokens
 
 USER = "bench-user"

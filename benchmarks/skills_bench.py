@@ -43,9 +43,9 @@ from autogen_agentchat.messages import CodeExecutionEvent, TextMessage
 from support.scripted_llm import RecordedRequest, Reply, ScriptedLLM
 
 from agent_memory import MemoryStore
+from agent_memory.agents import SkillsAgentBuilder
 from agent_memory.config import Settings
 from agent_memory.skills import ProceduralMemorySettings
-from agent_memory.skills_agents import SkillsAgentBuilder
 from agent_memory.tokens import count_tokens
 
 

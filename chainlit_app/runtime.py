@@ -16,7 +16,7 @@ from chainlit.data.chainlit_data_layer import ChainlitDataLayer
 
 from agent_memory import MemoryStore
 from agent_memory.config import get_settings
-from agent_memory.db import start_embedded_server
+from agent_memory.store import start_embedded_server
 
 # What `chainlit run` sets as OPENAI_API_KEY in its CI mode (`--ci`, or CI=true in the environment).
 CHAINLIT_CI_FAKE_OPENAI_KEY = "sk-FAKE-OPENAI-API-KEY"

@@ -23,8 +23,7 @@ from typing import Any
 from autogen_core.model_context import ChatCompletionContext
 
 from agent_memory import MemoryStore
-from agent_memory.agents import AgentBuilder, AgentSession, TeamSpec
-from agent_memory.agents.model_config import ModelConfigError, load_model_client
+from agent_memory.agents import AgentBuilder, AgentSession, ModelConfigError, TeamSpec, load_model_client
 from agent_memory.validation import check_identifier
 
 

@@ -6,16 +6,20 @@ Example:
     'coder'
 """
 
-from .builder import AgentBuilder, AgentSession
-from .code_agent import CODE_AGENT_SYSTEM_MESSAGE, CodeAgent
-from .events import MemoryContextEvent, MemoryStoredEvent
-from .executor import ExecutionResult, ExecutorAgent, LocalProcessGroupExecutor
-from .model_config import ModelConfigError, ModelSettings, load_memory_model_client, load_model_client
-from .spec import DEFAULT_TEAM_SPEC, CodeAgentSpec, ContextSpec, ExecutorSpec, TeamSpec
+from ._builder import AgentBuilder, AgentSession, has_code_block
+from ._code_agent import CODE_AGENT_SYSTEM_MESSAGE, CodeAgent
+from ._events import MemoryContextEvent, MemoryStoredEvent
+from ._executor import ExecutionResult, ExecutorAgent, LocalProcessGroupExecutor
+from ._model_config import ModelConfigError, ModelSettings, load_memory_model_client, load_model_client
+from ._sandbox import SANDBOX_USER, SandboxUnavailable, resolve_sandbox
+from ._skills_hook import HINT_HEADER, SkillHints, SkillsAgentBuilder, fix_description, learn_from_run
+from ._spec import DEFAULT_TEAM_SPEC, CodeAgentSpec, ContextSpec, ExecutorSpec, TeamSpec
 
 __all__ = [
     "CODE_AGENT_SYSTEM_MESSAGE",
     "DEFAULT_TEAM_SPEC",
+    "HINT_HEADER",
+    "SANDBOX_USER",
     "AgentBuilder",
     "AgentSession",
     "CodeAgent",
@@ -29,7 +33,14 @@ __all__ = [
     "MemoryStoredEvent",
     "ModelConfigError",
     "ModelSettings",
+    "SandboxUnavailable",
+    "SkillHints",
+    "SkillsAgentBuilder",
     "TeamSpec",
+    "fix_description",
+    "has_code_block",
+    "learn_from_run",
     "load_memory_model_client",
     "load_model_client",
+    "resolve_sandbox",
 ]

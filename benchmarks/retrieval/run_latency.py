@@ -38,12 +38,7 @@ from dataset import USERS, _user_memories, build_dataset
 
 from agent_memory import MemoryStore
 from agent_memory.config import Settings
-from agent_memory.embedders import Embedder, SentenceTransformerEmbedder
-from agent_memory.embedding_worker import (
-    embedding_text,
-    vector_index_name,
-    vector_literal,
-)
+from agent_memory.search import Embedder, SentenceTransformerEmbedder, embedding_text, vector_index_name, vector_literal
 
 BIG_USER = "perf-user"
 OTHER_USERS = [f"perf-other-{i}" for i in range(10)]

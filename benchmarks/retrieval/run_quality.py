@@ -32,8 +32,7 @@ from dataset import CATEGORIES, build_dataset
 
 from agent_memory import MemoryStore
 from agent_memory.config import Settings
-from agent_memory.embedders import SentenceTransformerEmbedder
-from agent_memory.search import DEFAULT_MIN_SCORE, SearchOptions, hybrid_search
+from agent_memory.search import DEFAULT_MIN_SCORE, SearchOptions, SentenceTransformerEmbedder, hybrid_search
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "lexical only": {"rankers": ("fts", "trigram")},

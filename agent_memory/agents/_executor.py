@@ -1,0 +1,538 @@
+"""The executor: runs the CodeAgent's code blocks and stores big outputs itself (seed 001 section 6.1).
+
+Two parts:
+
+* :class:`LocalProcessGroupExecutor` — AutoGen's ``LocalCommandLineCodeExecutor`` with what a chat that
+  runs model-written code needs: every block runs in its own process group (``start_new_session``), so a
+  timeout or a cancellation kills the *whole tree* (``bash -c 'sleep 999 &'`` included), not just the
+  direct child as AutoGen's executor does; stdout and stderr are captured interleaved, as a terminal shows
+  them, up to ``max_output_bytes`` (the rest is drained and counted, never buffered).
+* :class:`ExecutorAgent` — an AgentChat ``CodeExecutorAgent`` that, when an output is bigger than
+  ``offload_threshold_tokens``, stores the exact output with ``MemoryStore.store`` (``command_output``,
+  metadata: code, language, exit code, duration, thread) and posts only the placeholder + a short excerpt
+  + the exit status. No agent of the team (nor the UI reading the event stream) ever receives the raw
+  output; a :class:`MemoryStoredEvent` marks the moment it was stored.
+
+Example:
+    >>> from agent_memory.agents._executor import ExecutorAgent, LocalProcessGroupExecutor
+    >>> code_executor = LocalProcessGroupExecutor(work_dir="/tmp/am-work", timeout=60)  # doctest: +SKIP
+    >>> executor = ExecutorAgent("executor", code_executor, store=store, user_id="alice")  # doctest: +SKIP
+    >>> # in a team after the CodeAgent: runs ```bash / ```python blocks of the previous message
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import sys
+import time
+import warnings
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass
+from hashlib import sha256
+from inspect import iscoroutinefunction
+from pathlib import Path
+from typing import Any, Self
+
+from autogen_agentchat.agents import ApprovalFuncType, ApprovalRequest, ApprovalResponse, CodeExecutorAgent
+from autogen_agentchat.base import Response
+from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, CodeExecutionEvent, TextMessage
+from autogen_core import CancellationToken, Component
+from autogen_core.code_executor import CodeBlock, CodeExecutor, CodeResult
+from autogen_ext.code_executors._common import (
+    PYTHON_VARIANTS,
+    CommandLineCodeResult,
+    get_file_name_from_content,
+    lang_to_cmd,
+    silence_pip,
+)
+from autogen_ext.code_executors.local import LocalCommandLineCodeExecutor
+from pydantic import BaseModel
+
+from ..context import describe, excerpt
+from ..placeholders import format_memory_ref
+from ..store import MemoryStore
+from ..tokens import count_tokens
+from ._events import MemoryStoredEvent
+from ._sandbox import RunAs, SandboxIdentity, prepare_work_dir, resolve_sandbox
+
+DEFAULT_MAX_OUTPUT_BYTES = 20 * 1024 * 1024
+KILL_GRACE_SECONDS = 2.0
+_READ_CHUNK = 64 * 1024
+TIMEOUT_EXIT_CODE = 124  # same codes as AutoGen's executor (and coreutils `timeout`)
+CANCELLED_EXIT_CODE = 125
+
+
+@dataclass
+class ExecutionResult(CommandLineCodeResult):
+    """A :class:`CommandLineCodeResult` with what the executor measured."""
+
+    duration_s: float = 0.0
+    timed_out: bool = False
+    truncated: bool = False
+    output_bytes: int = 0
+    languages: tuple[str, ...] = ()
+    not_utf8: bool = False
+
+
+class LocalProcessGroupExecutorConfig(BaseModel):
+    """Configuration for :class:`LocalProcessGroupExecutor`."""
+
+    timeout: int = 60
+    work_dir: str | None = None
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    cleanup_temp_files: bool = True
+    scrub_env: bool = True
+    extra_env: dict[str, str] = {}
+    run_as: RunAs = "auto"
+
+
+# Environment variables model-written code must not see: keys, tokens, passwords, database URLs, and this
+# process's own settings (AGENT_MEMORY_DATABASE_URL would let code read every user's memory).
+_SECRET_ENV_RE = re.compile(
+    r"(KEY|SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION|DATABASE_URL|DSN)"
+    r"|^(AGENT_MEMORY_|CHAINLIT_|PG|OPENAI_|AZURE_|ANTHROPIC_|AWS_|GOOGLE_|GITHUB_)",
+    re.IGNORECASE,
+)
+
+
+def child_environment(scrub: bool = True, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment code runs with: this process's, minus secrets when ``scrub``, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not (scrub and _SECRET_ENV_RE.search(k))}
+    env.update(extra or {})
+    return env
+
+
+async def _exited(proc: asyncio.subprocess.Process, limit_s: float) -> bool:
+    """True once the process has exited (``returncode`` is set on exit, before its pipes close)."""
+    deadline = time.monotonic() + limit_s
+    delay = 0.005
+    while proc.returncode is None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        await asyncio.sleep(min(delay, remaining))
+        delay = min(delay * 2, 0.05)
+    return True
+
+
+def _decode(raw: bytes, *, truncated: bool) -> tuple[str, bool]:
+    """(text, not_utf8). Binary output is shown (and stored) with ``\\xNN`` escapes, and flagged; a cap that
+    cut a multi-byte character in half only drops that partial character."""
+    for cut in range(4 if truncated else 1):
+        try:
+            return raw[: len(raw) - cut].decode("utf-8"), False
+        except UnicodeDecodeError:
+            continue
+    return raw.decode("utf-8", errors="backslashreplace"), True
+
+
+def _kill_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalProcessGroupExecutorConfig]):
+    """Local command-line executor that kills the whole process tree on timeout or cancellation.
+
+    Blocks run in order in ``work_dir``; the first failing block stops the run (like AutoGen's executor).
+    Output beyond ``max_output_bytes`` is discarded but counted, and the result says so.
+
+    Example:
+        >>> import asyncio
+        >>> from autogen_core import CancellationToken
+        >>> from autogen_core.code_executor import CodeBlock
+        >>> ex = LocalProcessGroupExecutor(timeout=5)
+        >>> r = asyncio.run(ex.execute_code_blocks([CodeBlock("echo hi", "bash")], CancellationToken()))
+        >>> (r.exit_code, r.output)
+        (0, 'hi\\n')
+    """
+
+    component_config_schema = LocalProcessGroupExecutorConfig  # type: ignore[assignment]
+    component_provider_override = "agent_memory.agents.LocalProcessGroupExecutor"
+
+    def __init__(
+        self,
+        timeout: int = 60,
+        work_dir: Path | str | None = None,
+        *,
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+        cleanup_temp_files: bool = True,
+        scrub_env: bool = True,
+        extra_env: dict[str, str] | None = None,
+        run_as: RunAs = "auto",
+    ) -> None:
+        if work_dir is not None:
+            Path(work_dir).mkdir(parents=True, exist_ok=True)
+        with warnings.catch_warnings():
+            # The "runs code on this machine" warning is the point of this class; the chat says so itself.
+            warnings.simplefilter("ignore", UserWarning)
+            super().__init__(timeout=timeout, work_dir=work_dir, cleanup_temp_files=cleanup_temp_files)
+        if max_output_bytes < 1:
+            raise ValueError("max_output_bytes must be at least 1")
+        self._max_output_bytes = max_output_bytes
+        self._scrub_env = scrub_env
+        self._extra_env = dict(extra_env or {})
+        # As root, code runs as an unprivileged user (agent_memory.agents); resolved on first run.
+        self._run_as: RunAs = run_as
+        self._identity: SandboxIdentity | None = None
+        self._identity_resolved = False
+
+    @property
+    def max_output_bytes(self) -> int:
+        return self._max_output_bytes
+
+    async def sandbox_identity(self) -> SandboxIdentity | None:
+        """The OS identity code runs as (None: this process's own). See :mod:`agent_memory.agents`."""
+        if not self._identity_resolved:
+            self._identity = await asyncio.to_thread(resolve_sandbox, self._run_as, Path(self.work_dir))
+            self._identity_resolved = True
+        return self._identity
+
+    async def _execute_code_dont_check_setup(
+        self, code_blocks: list[CodeBlock], cancellation_token: CancellationToken
+    ) -> ExecutionResult:
+        started = time.monotonic()
+        chunks: list[bytes] = []
+        kept = 0
+        total = 0
+        exit_code = 0
+        timed_out = False
+        file_names: list[Path] = []
+        languages: list[str] = []
+        try:
+            for block in code_blocks:
+                lang = block.language.lower()
+                code = silence_pip(block.code, lang)
+                if lang in PYTHON_VARIANTS:
+                    lang = "python"
+                languages.append(lang)
+                if lang not in self.SUPPORTED_LANGUAGES:
+                    exit_code = 1
+                    chunks.append(f"unknown language {lang}\n".encode())
+                    break
+                try:
+                    filename = get_file_name_from_content(code, self.work_dir)
+                except ValueError:
+                    exit_code = 1
+                    chunks.append(b"Filename is not in the workspace\n")
+                    break
+                if filename is None:
+                    ext = "py" if lang == "python" else ("ps1" if lang in ("pwsh", "powershell", "ps1") else lang)
+                    filename = f"tmp_code_{sha256(code.encode()).hexdigest()}.{ext}"
+                path = (self.work_dir / filename).resolve()
+                path.write_text(code, encoding="utf-8")
+                file_names.append(path)
+                if lang == "python":
+                    argv = [sys.executable, str(path)]
+                else:
+                    program = lang_to_cmd(lang)
+                    argv = [program, "-NoProfile", "-ExecutionPolicy", "Bypass", "-File", str(path)] if (
+                        program == "pwsh"
+                    ) else [program, str(path)]  # fmt: skip
+                code_rc, block_timed_out, data, block_total = await self._run_one(
+                    argv, self._max_output_bytes - kept, cancellation_token
+                )
+                chunks.append(data)
+                kept += len(data)
+                total += block_total
+                exit_code = code_rc
+                if block_timed_out:
+                    timed_out = True
+                    break
+                if exit_code != 0:
+                    break
+        finally:
+            if self._cleanup_temp_files:
+                for file in file_names:
+                    with contextlib.suppress(OSError):
+                        file.unlink(missing_ok=True)
+        output, not_utf8 = _decode(b"".join(chunks), truncated=total > kept)
+        if timed_out:
+            output += f"\nTimeout: the process group was killed after {self._timeout}s\n"
+        return ExecutionResult(
+            exit_code=exit_code,
+            output=output,
+            code_file=str(file_names[0]) if file_names else None,
+            duration_s=round(time.monotonic() - started, 3),
+            timed_out=timed_out,
+            truncated=total > kept,
+            output_bytes=total,
+            languages=tuple(languages),
+            not_utf8=not_utf8,
+        )
+
+    async def _run_one(
+        self, argv: list[str], cap: int, cancellation_token: CancellationToken
+    ) -> tuple[int, bool, bytes, int]:
+        """Run one program in a new session; return (exit code, timed out, kept bytes, total bytes)."""
+        identity = await self.sandbox_identity()
+        env = child_environment(self._scrub_env, self._extra_env)
+        drop: dict[str, Any] = {}
+        if identity is not None:
+            prepare_work_dir(identity, Path(self.work_dir))
+            env.update(HOME=str(self.work_dir), USER=identity.user, LOGNAME=identity.user)
+            drop = {"user": identity.uid, "group": identity.gid, "extra_groups": []}
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=self.work_dir,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # its own process group: killpg reaches every descendant
+            **drop,
+        )
+        pgid = proc.pid
+        assert proc.stdout is not None
+        kept = bytearray()
+        total = 0
+
+        async def read_all(stream: asyncio.StreamReader) -> None:
+            nonlocal total
+            while chunk := await stream.read(_READ_CHUNK):
+                total += len(chunk)
+                room = cap - len(kept)
+                if room > 0:
+                    kept.extend(chunk[:room])
+
+        reader = asyncio.create_task(read_all(proc.stdout))
+        finished = False
+
+        def on_cancel() -> None:
+            if not finished:  # after the group is gone its id may be reused: never signal it then
+                _kill_group(pgid, signal.SIGKILL)
+
+        # Cancelling the token kills the tree even if nobody cancels this task.
+        cancellation_token.add_callback(on_cancel)
+        timed_out = False
+        try:
+            # Not ``proc.wait()``: asyncio only returns from it once every pipe is closed, so a background
+            # child that inherited stdout (``server &``) would make a finished script look hung.
+            if not await _exited(proc, self._timeout):
+                timed_out = True
+                _kill_group(pgid, signal.SIGTERM)
+                if not await _exited(proc, KILL_GRACE_SECONDS):
+                    _kill_group(pgid, signal.SIGKILL)
+        except asyncio.CancelledError:
+            _kill_group(pgid, signal.SIGKILL)
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(proc.wait()), 10)
+            finished = True
+            reader.cancel()
+            raise
+        finally:
+            # Background children left behind by the script (``cmd &``) die with it.
+            _kill_group(pgid, signal.SIGKILL)
+        try:
+            await asyncio.wait_for(reader, 10)
+        except TimeoutError:  # a descendant escaped into its own session and holds the pipe open
+            reader.cancel()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), 10)
+        finished = True
+        if cancellation_token.is_cancelled():
+            kept.extend(b"\nCancelled: the process group was killed\n")
+            return CANCELLED_EXIT_CODE, False, bytes(kept), total
+        rc = TIMEOUT_EXIT_CODE if timed_out else (proc.returncode if proc.returncode is not None else 1)
+        return rc, timed_out, bytes(kept), total
+
+    def _to_config(self) -> LocalProcessGroupExecutorConfig:  # type: ignore[override]
+        return LocalProcessGroupExecutorConfig(
+            timeout=self._timeout,
+            work_dir=str(self._work_dir) if self._work_dir is not None else None,
+            max_output_bytes=self._max_output_bytes,
+            cleanup_temp_files=self._cleanup_temp_files,
+            scrub_env=self._scrub_env,
+            extra_env=self._extra_env,
+            run_as=self._run_as,
+        )
+
+    @classmethod
+    def _from_config(cls, config: LocalProcessGroupExecutorConfig) -> Self:  # type: ignore[override]
+        return cls(
+            timeout=config.timeout,
+            work_dir=config.work_dir,
+            max_output_bytes=config.max_output_bytes,
+            cleanup_temp_files=config.cleanup_temp_files,
+            scrub_env=config.scrub_env,
+            extra_env=config.extra_env,
+            run_as=config.run_as,
+        )
+
+
+def status_line(result: CodeResult) -> str:
+    """One line the model can act on: exit status, time, timeout, truncation."""
+    duration = getattr(result, "duration_s", None)
+    took = f" in {duration:.2f}s" if isinstance(duration, float) else ""
+    if getattr(result, "timed_out", False):
+        text = f"TIMED OUT{took}: the process group was killed (exit code {result.exit_code})."
+    elif result.exit_code == 0:
+        text = f"Exit code 0 (success){took}."
+    else:
+        text = f"FAILED with exit code {result.exit_code}{took}."
+    if getattr(result, "truncated", False):
+        text += f" Output was capped: {getattr(result, 'output_bytes', 0)} bytes produced, the rest discarded."
+    if getattr(result, "not_utf8", False):
+        text += " The output is not valid UTF-8: undecodable bytes are shown as \\xNN escapes."
+    return text
+
+
+EXECUTOR_DESCRIPTION = (
+    "Runs the python and bash code blocks of the previous message and reports the exit status; large outputs "
+    "are stored in memory and shown as a [MemoryRef: ...]."
+)
+
+
+class ExecutorAgent(CodeExecutorAgent):
+    """Runs code blocks from the conversation; big outputs go to memory, the team sees a placeholder.
+
+    Args:
+        name: agent name in the team.
+        code_executor: any AutoGen ``CodeExecutor`` (``LocalProcessGroupExecutor``, Docker...).
+        store: the memory store; outputs above ``offload_threshold_tokens`` are stored for ``user_id``.
+        thread_id / agent_id: recorded with stored outputs.
+        excerpt_tokens: size of the excerpt posted with a placeholder.
+        approval_func: optional check before running code (AgentChat's approval protocol).
+
+    Example:
+        >>> executor = ExecutorAgent("executor", LocalProcessGroupExecutor(), store=store,  # doctest: +SKIP
+        ...                          user_id="alice", thread_id="t1", offload_threshold_tokens=500)
+    """
+
+    def __init__(
+        self,
+        name: str,
+        code_executor: CodeExecutor,
+        *,
+        store: MemoryStore,
+        user_id: str,
+        thread_id: str | None = None,
+        agent_id: str | None = None,
+        offload_threshold_tokens: int = 500,
+        excerpt_tokens: int = 200,
+        description: str | None = None,
+        sources: Sequence[str] | None = None,
+        supported_languages: list[str] | None = None,
+        approval_func: ApprovalFuncType | None = None,
+    ) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "no approval function": a documented choice here
+            super().__init__(
+                name,
+                code_executor,
+                description=description or EXECUTOR_DESCRIPTION,
+                sources=sources,
+                supported_languages=supported_languages or ["python", "py", "bash", "sh", "shell"],
+                approval_func=approval_func,
+            )
+        self._store = store
+        self._user_id = user_id
+        self._thread_id = thread_id
+        self._agent_id = agent_id or name
+        self._offload_threshold_tokens = offload_threshold_tokens
+        self._excerpt_tokens = excerpt_tokens
+
+    @property
+    def code_executor(self) -> CodeExecutor:
+        return self._code_executor
+
+    async def on_messages_stream(
+        self, messages: Sequence[BaseChatMessage], cancellation_token: CancellationToken
+    ) -> AsyncGenerator[BaseAgentEvent | BaseChatMessage | Response, None]:
+        code_blocks = await self.extract_code_blocks_from_messages(messages)
+        if not code_blocks:
+            yield Response(chat_message=TextMessage(content=self.NO_CODE_BLOCKS_FOUND_MESSAGE, source=self.name))
+            return
+        approved, reason = await self._approve(code_blocks)
+        if not approved:
+            text = f"Code execution was not approved. Reason: {reason}"
+            yield Response(chat_message=TextMessage(content=text, source=self.name))
+            return
+        started = time.monotonic()
+        result = await self._code_executor.execute_code_blocks(code_blocks, cancellation_token=cancellation_token)
+        if not isinstance(getattr(result, "duration_s", None), float):  # e.g. the Docker executor
+            result = ExecutionResult(
+                exit_code=result.exit_code,
+                output=result.output,
+                code_file=getattr(result, "code_file", None),
+                duration_s=round(time.monotonic() - started, 3),
+                timed_out=result.exit_code == TIMEOUT_EXIT_CODE,
+                output_bytes=len(result.output.encode("utf-8", "backslashreplace")),
+                languages=tuple(b.language for b in code_blocks),
+            )
+        stored_event, text = await self.report(code_blocks, result)
+        if stored_event is not None:
+            yield stored_event
+        yield CodeExecutionEvent(retry_attempt=0, result=CodeResult(result.exit_code, text), source=self.name)
+        yield Response(chat_message=TextMessage(content=text, source=self.name))
+
+    async def _approve(self, code_blocks: list[CodeBlock]) -> tuple[bool, str]:
+        if self._approval_func is None:
+            return True, ""
+        code = "\n\n".join(f"```{b.language}\n{b.code}\n```" for b in code_blocks)
+        request = ApprovalRequest(code=code, context=await self._model_context.get_messages())
+        if iscoroutinefunction(self._approval_func):
+            response: ApprovalResponse = await self._approval_func(request)
+        else:
+            response = self._approval_func(request)  # type: ignore[assignment]
+        return response.approved, response.reason
+
+    async def report(self, code_blocks: list[CodeBlock], result: CodeResult) -> tuple[MemoryStoredEvent | None, str]:
+        """The message the team sees for ``result`` (and the stored-memory event when it was offloaded)."""
+        output = result.output
+        status = status_line(result)
+        if not output.strip():
+            return None, f"{status}\nThe script produced no output."
+        tokens = await asyncio.to_thread(count_tokens, output) if len(output) > 100_000 else count_tokens(output)
+        if tokens <= self._offload_threshold_tokens:
+            return None, f"{status}\nOutput:\n{output}"
+        languages = list(getattr(result, "languages", ()) or [b.language for b in code_blocks])
+        code = "\n\n".join(b.code for b in code_blocks)
+        first_code_line = next((ln.strip() for ln in code.splitlines() if ln.strip()), "")
+        if len(first_code_line) > 48:
+            first_code_line = first_code_line[:47] + "…"
+        # No token count in the description: the placeholder carries it.
+        description = describe(output, kind=f"{languages[0] if languages else 'code'}: {first_code_line}")
+        metadata: dict[str, Any] = {
+            "code": code[:20_000],
+            "language": ",".join(languages),
+            "exit_code": result.exit_code,
+            "duration_s": getattr(result, "duration_s", None),
+            "timed_out": getattr(result, "timed_out", False),
+            "truncated": getattr(result, "truncated", False),
+            "not_utf8": getattr(result, "not_utf8", False),
+            "output_bytes": getattr(result, "output_bytes", len(output.encode("utf-8", "backslashreplace"))),
+            "thread_id": self._thread_id,
+            "source": "executor",
+        }
+        view = excerpt(output, max_tokens=self._excerpt_tokens)
+        try:
+            key = await self._store.store(
+                output, user_id=self._user_id, description=description, memory_type="command_output",
+                agent_id=self._agent_id, thread_id=self._thread_id, metadata=metadata, token_count=tokens,
+            )  # fmt: skip
+        except Exception as exc:  # never fall back to posting the raw output
+            return None, (
+                f"{status}\nThe output ({tokens} tokens) was too large to show and could not be stored "
+                f"({type(exc).__name__}: {exc}). Excerpt:\n{view}"
+            )
+        ref = format_memory_ref(key, description, tokens)
+        text = (
+            f"{status}\nThe output ({tokens} tokens) was stored in memory: {ref}\n"
+            f"Excerpt:\n{view}\n"
+            f'Read more with retrieve_memory(key="{key}", grep="<regex>") or lines="START-END", head=N, tail=N.'
+        )
+        event = MemoryStoredEvent(
+            source=self.name, memory_key=key, description=description, memory_type="command_output",
+            token_count=tokens, placeholder=ref, metadata={k: v for k, v in metadata.items() if k != "code"},
+        )  # fmt: skip
+        return event, text
+
+    def _to_config(self) -> Any:
+        raise NotImplementedError(
+            "ExecutorAgent holds a live MemoryStore and user; build it with AgentBuilder from a spec instead"
+        )

@@ -1,0 +1,121 @@
+"""Declarative team specs for :class:`~agent_memory.agents.AgentBuilder`.
+
+A spec says which agents make the team and how they behave; it holds no secrets and no live objects, so it
+can live in a JSON/YAML file or in the ``agents`` table (``spec`` JSONB, one row per named spec). A default
+spec ships (:data:`DEFAULT_TEAM_SPEC`): a CodeAgent and an executor in a selector team with a deterministic
+speaker rule, ``TERMINATE`` to finish, at most 20 turns.
+
+Example:
+    >>> from agent_memory.agents._spec import TeamSpec
+    >>> spec = TeamSpec.model_validate({"name": "fast", "max_turns": 6, "executor": {"timeout_seconds": 30}})
+    >>> (spec.code_agent.name, spec.executor.timeout_seconds, spec.context.offload_threshold_tokens)
+    ('coder', 30, 500)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..store import MemoryStore
+
+
+class ContextSpec(BaseModel):
+    """How the CodeAgent's MemoryContext behaves."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    offload_threshold_tokens: int = Field(default=500, ge=1)
+    token_budget: int | None = Field(
+        default=16_000, ge=1000, description="tokens of a whole request: system prompt + tool schemas + context"
+    )
+    first_use_max_tokens: int = Field(default=2000, ge=0)
+    keep_recent_full: int = Field(default=2, ge=0)
+
+
+class CodeAgentSpec(BaseModel):
+    """The agent that writes code and reads memory."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(default="coder", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+    system_message: str | None = Field(default=None, description="replaces the built-in prompt")
+    extra_instructions: str | None = Field(default=None, description="appended to the prompt")
+    max_tool_iterations: int = Field(default=8, ge=1, le=50)
+    model_client_stream: bool = False
+    memory_tools: bool = True
+
+
+class ExecutorSpec(BaseModel):
+    """The agent that runs code blocks."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(default="executor", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+    kind: Literal["local", "docker"] = Field(default="local", description="AGENT_MEMORY_EXECUTOR overrides it")
+    timeout_seconds: int = Field(default=60, ge=1, le=24 * 3600)
+    max_output_bytes: int = Field(default=20 * 1024 * 1024, ge=1024)
+    excerpt_tokens: int = Field(default=200, ge=20, le=2000)
+    docker_image: str = "python:3-slim"
+
+
+class TeamSpec(BaseModel):
+    """A whole team: agents, speaker rule, termination, limits."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(default="code-team", min_length=1, max_length=255)
+    description: str = "A code agent and an executor working on a two-layer memory."
+    team: Literal["selector", "round_robin"] = Field(
+        default="selector",
+        description="selector: a deterministic rule picks the next speaker (no extra LLM call); "
+        "round_robin: coder and executor alternate",
+    )
+    max_turns: int = Field(default=20, ge=1, le=500)
+    termination_text: str = "TERMINATE"
+    code_agent: CodeAgentSpec = Field(default_factory=CodeAgentSpec)
+    executor: ExecutorSpec = Field(default_factory=ExecutorSpec)
+    context: ContextSpec = Field(default_factory=ContextSpec)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> TeamSpec:
+        """Load a JSON (or YAML, by suffix) spec file."""
+        path = Path(path).expanduser()
+        text = path.read_text(encoding="utf-8")
+        data: Any
+        if path.suffix.lower() in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text)
+        else:
+            data = json.loads(text)
+        return cls.model_validate(data)
+
+    def to_file(self, path: str | Path) -> None:
+        Path(path).expanduser().write_text(self.model_dump_json(indent=2), encoding="utf-8")
+
+    @classmethod
+    async def from_db(cls, store: MemoryStore, name: str) -> TeamSpec:
+        """The spec stored under ``name`` in the ``agents`` table. ``LookupError`` when there is none."""
+        row = await store.db.pool.fetchval("SELECT spec FROM agents WHERE name = $1", name)
+        if row is None:
+            raise LookupError(f"no agent spec named {name!r} in the agents table")
+        data = json.loads(row) if isinstance(row, str) else row
+        return cls.model_validate({**data, "name": name})
+
+    async def save_to_db(self, store: MemoryStore) -> None:
+        """Insert or replace this spec in the ``agents`` table (by name)."""
+        await store.db.pool.execute(
+            """INSERT INTO agents (name, description, spec) VALUES ($1, $2, $3)
+               ON CONFLICT (name) DO UPDATE SET description = EXCLUDED.description, spec = EXCLUDED.spec,
+                                                updated_at = now()""",
+            self.name,
+            self.description,
+            self.model_dump(mode="json"),  # the pool encodes jsonb with json.dumps
+        )
+
+
+DEFAULT_TEAM_SPEC = TeamSpec()

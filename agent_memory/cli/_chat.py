@@ -1,0 +1,289 @@
+"""``agent-memory chat --user U``: a terminal chat with the CodeAgent + executor team.
+
+Streams the team's events as they happen, with clear markers when memory is stored (``[memory stored]``),
+read back by the agent (``[memory recall]``) or expanded by the context (``[memory expanded]``). Ctrl-C
+cancels the running turn (a running command's whole process tree is killed) and returns to the prompt;
+Ctrl-C at the prompt, Ctrl-D or ``/exit`` quits. ``--thread T`` resumes a thread (its MemoryContext is
+reloaded from PostgreSQL). Without a terminal, lines are read from stdin; ``-m TEXT`` sends messages
+non-interactively. ``--json`` prints one JSON object per event.
+
+Examples::
+
+    agent-memory chat --user alice
+    agent-memory chat --user alice --thread build-42 -m "run the test suite and tell me what failed"
+    agent-memory chat --user alice --spec team.json   # or the name of a spec in the agents table
+    agent-memory agents save team.json && agent-memory agents list && agent-memory agents show code-team
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import sys
+import threading
+from typing import Any
+
+from autogen_agentchat.base import TaskResult
+from autogen_agentchat.messages import (
+    BaseAgentEvent,
+    BaseChatMessage,
+    CodeExecutionEvent,
+    ModelClientStreamingChunkEvent,
+    TextMessage,
+    ToolCallExecutionEvent,
+    ToolCallRequestEvent,
+)
+from autogen_core import CancellationToken
+
+from ..agents import AgentBuilder, AgentSession, MemoryContextEvent, MemoryStoredEvent, ModelConfigError, TeamSpec
+from ..tools import MEMORY_TOOL_NAMES
+from ._main import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, Cli, UsageError
+
+_EOF = object()
+
+
+def _short(text: str, limit: int = 240) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= limit else one[: limit - 1] + "…"
+
+
+def render_event(item: BaseAgentEvent | BaseChatMessage | TaskResult, *, user_source: str = "user") -> str | None:
+    """The terminal line(s) for one event (None: nothing to show)."""
+    if isinstance(item, TaskResult):
+        return f"--- turn finished: {item.stop_reason or 'done'}"
+    if isinstance(item, MemoryStoredEvent):
+        return f"[memory stored] {item.memory_key}: {item.description} ({item.token_count} tokens)"
+    if isinstance(item, MemoryContextEvent):
+        detail = f" {item.detail}" if item.detail else ""
+        return f"[memory {item.action}] {', '.join(item.memory_keys) or '-'}{detail}"
+    if isinstance(item, ToolCallRequestEvent):
+        lines = []
+        for call in item.content:
+            marker = "[memory recall]" if call.name in MEMORY_TOOL_NAMES else "[tool]"
+            lines.append(f"{marker} {item.source} -> {call.name}({_short(call.arguments, 160)})")
+        return "\n".join(lines)
+    if isinstance(item, ToolCallExecutionEvent):
+        return "\n".join(
+            f"    {'error' if r.is_error else 'result'} {r.name}: {_short(r.content, 200)}" for r in item.content
+        )
+    if isinstance(item, CodeExecutionEvent | ModelClientStreamingChunkEvent):
+        return None  # the executor's TextMessage says the same; chunks are printed by the caller
+    if isinstance(item, TextMessage):
+        if item.source == user_source:
+            return None
+        return f"{item.source}> {item.content.rstrip()}"
+    if isinstance(item, BaseChatMessage):
+        return f"{item.source}> {item.to_text()}"
+    return f"[{item.source}] {item.to_text()}"
+
+
+def event_json(item: BaseAgentEvent | BaseChatMessage | TaskResult) -> dict[str, Any]:
+    if isinstance(item, TaskResult):
+        return {"type": "TaskResult", "stop_reason": item.stop_reason}
+    return dict(item.model_dump(mode="json"))
+
+
+class _LineReader:
+    """Reads stdin lines in a daemon thread (so Ctrl-C and exit never wait for a blocked ``input``)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, prompt: str | None) -> None:
+        self.queue: asyncio.Queue[object] = asyncio.Queue()
+        self._loop = loop
+        self._prompt = prompt
+        self._wanted = threading.Event()
+        threading.Thread(target=self._run, name="chat-stdin", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            self._wanted.wait()
+            self._wanted.clear()
+            try:
+                line: object = input(self._prompt) if self._prompt is not None else sys.stdin.readline()
+                if line == "":
+                    line = _EOF if self._prompt is None else ""
+            except EOFError:
+                line = _EOF
+            self._loop.call_soon_threadsafe(self.queue.put_nowait, line)
+            if line is _EOF:
+                return
+
+    async def next_line(self) -> object:
+        self._wanted.set()
+        return await self.queue.get()
+
+
+async def _run_turn(session: AgentSession, text: str, cli: Cli, state: dict[str, Any]) -> bool:
+    """One user turn; False when it was cancelled or failed (the chat goes on either way)."""
+    token = CancellationToken()
+    state["token"] = token
+    streaming = False
+    try:
+        async for item in session.run_stream(text, cancellation_token=token):
+            if cli.json:
+                print(json.dumps(event_json(item), ensure_ascii=False, default=str), flush=True)
+                continue
+            if isinstance(item, ModelClientStreamingChunkEvent):
+                print(item.content, end="", flush=True)
+                streaming = True
+                continue
+            if streaming:
+                print()
+                streaming = False
+            line = render_event(item)
+            if line:
+                print(line, flush=True)
+    except asyncio.CancelledError:
+        if not token.is_cancelled():
+            raise
+        print("[cancelled] the turn was stopped; running commands were killed", flush=True)
+        return False
+    except Exception as exc:  # a model or tool failure ends the turn, not the chat
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if cli.json:
+            print(json.dumps({"type": "Error", "error": message}), flush=True)
+        else:
+            print(f"[error] the turn failed: {message}", flush=True)
+        return False
+    finally:
+        state["token"] = None
+    return True
+
+
+async def cmd_chat(args: argparse.Namespace, cli: Cli) -> int:
+    user = cli.user()
+    store = await cli.store()
+    try:
+        spec = await AgentBuilder.load_spec(store, args.spec)
+    except LookupError as exc:
+        raise UsageError(f"--spec {args.spec!r} is neither a file nor a spec name in the agents table") from exc
+    if args.max_turns is not None:
+        spec = spec.model_copy(update={"max_turns": args.max_turns})
+    builder = AgentBuilder(store, user, spec=spec)
+    try:
+        builder.build_model_client()
+    except ModelConfigError as exc:
+        cli.error(str(exc))
+        return EXIT_USAGE
+    session = await builder.build(thread_id=args.thread)
+    interactive = not args.message and sys.stdin.isatty()
+    loop = asyncio.get_running_loop()
+    state: dict[str, Any] = {"token": None, "quit": False}
+    quit_event = asyncio.Event()
+
+    def on_sigint() -> None:
+        token = state["token"]
+        if token is not None:
+            token.cancel()  # cancel the running turn, stay in the chat
+        else:
+            quit_event.set()
+
+    with contextlib.suppress(NotImplementedError):  # (Windows has no add_signal_handler)
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+    if not cli.json:
+        print(
+            f"agent-memory chat: user {user}, thread {session.thread_id}\n"
+            f"code runs on this machine in {session.work_dir or 'the executor'}\n"
+            "Ctrl-C cancels a running turn; Ctrl-D, Ctrl-C at the prompt or /exit quits.",
+            flush=True,
+        )
+    try:
+        if args.message:
+            for text in args.message:
+                if not cli.json:
+                    print(f"you> {text}", flush=True)
+                await _run_turn(session, text, cli, state)
+            return EXIT_OK
+        reader = _LineReader(loop, "you> " if interactive else None)
+        while True:
+            next_line = asyncio.ensure_future(reader.next_line())
+            quit_wait = asyncio.ensure_future(quit_event.wait())
+            done, _ = await asyncio.wait({next_line, quit_wait}, return_when=asyncio.FIRST_COMPLETED)
+            if quit_wait in done:
+                next_line.cancel()
+                print()
+                break
+            quit_wait.cancel()
+            line = next_line.result()
+            if line is _EOF:
+                break
+            text = str(line).strip()
+            if not text:
+                continue
+            if text in ("/exit", "/quit"):
+                break
+            await _run_turn(session, text, cli, state)
+        return EXIT_OK
+    finally:
+        with contextlib.suppress(NotImplementedError):
+            loop.remove_signal_handler(signal.SIGINT)
+        await session.close()
+
+
+async def cmd_agents_save(args: argparse.Namespace, cli: Cli) -> int:
+    try:
+        spec = TeamSpec.from_file(args.file)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read the spec {args.file}: {exc}") from exc
+    if args.name:
+        spec = spec.model_copy(update={"name": args.name})
+    await spec.save_to_db(await cli.store())
+    cli.emit({"saved": spec.name}, f"saved spec {spec.name!r} (use: agent-memory chat --spec {spec.name})")
+    return EXIT_OK
+
+
+async def cmd_agents_list(args: argparse.Namespace, cli: Cli) -> int:
+    rows = await (await cli.store()).db.pool.fetch("SELECT name, description, updated_at FROM agents ORDER BY name")
+    data = [{"name": r["name"], "description": r["description"], "updated_at": r["updated_at"]} for r in rows]
+    cli.emit(data, "\n".join(f"{r['name']:<30} {r['description']}" for r in rows) or "no specs")
+    return EXIT_OK
+
+
+async def cmd_agents_show(args: argparse.Namespace, cli: Cli) -> int:
+    try:
+        spec = await TeamSpec.from_db(await cli.store(), args.name)
+    except LookupError:
+        cli.error(f"no spec named {args.name!r} (agent-memory agents list)")
+        return EXIT_NOT_FOUND
+    cli.emit(spec.model_dump(mode="json"), spec.model_dump_json(indent=2))
+    return EXIT_OK
+
+
+def register(subparsers: Any) -> None:
+    """Add ``chat`` (and ``agents`` for team specs in the database) to the ``agent-memory`` command."""
+    agents = subparsers.add_parser("agents", help="team specs stored in the agents table (for chat --spec)")
+    agents_sub = agents.add_subparsers(dest="agents_command", metavar="AGENTS_COMMAND")
+    agents_sub.required = True
+    a = agents_sub.add_parser("save", help="store a JSON/YAML team spec file under its name")
+    a.add_argument("file")
+    a.add_argument("--name", help="store under this name instead of the spec's own")
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(handler=cmd_agents_save)
+    a = agents_sub.add_parser("list", help="list stored team specs")
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(handler=cmd_agents_list)
+    a = agents_sub.add_parser("show", help="print a stored team spec")
+    a.add_argument("name")
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(handler=cmd_agents_show)
+
+    p = subparsers.add_parser("chat", help="chat with the code agent team in the terminal (memory-backed)")
+    p.add_argument("--thread", help="thread id to start or resume (default: a new thread)")
+    p.add_argument("--spec", help="team spec: a JSON/YAML file, or the name of a spec in the agents table")
+    p.add_argument("--max-turns", type=int, help="override the spec's maximum turns per user message")
+    p.add_argument("--message", "-m", action="append", help="send this message and exit (repeatable)")
+    p.add_argument("--user", "-u", help="user identifier (default: $AGENT_MEMORY_USER)")
+    p.add_argument("--json", action="store_true", help="one JSON object per event")
+    p.add_argument("--verbose", "-v", action="store_true", help="show AutoGen's log messages")
+    p.set_defaults(handler=_chat_handler)
+
+
+async def _chat_handler(args: argparse.Namespace, cli: Cli) -> int:
+    if not args.verbose:
+        # AutoGen logs a traceback for every cancelled turn; the chat reports cancellation itself.
+        for name in ("autogen_core", "autogen_agentchat", "autogen_ext"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+    return await cmd_chat(args, cli)

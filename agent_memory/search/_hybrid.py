@@ -1,0 +1,463 @@
+"""Ranking of one user's memories: full-text + trigram + dense cosine, fused in SQL.
+
+Three rankers run in ONE SQL statement, each restricted to the user's rows in SQL:
+
+* **full-text** (``search_vector``: description weighted A, content B): every query word is a lexeme
+  (OR query, so natural-language questions match) plus the ``websearch_to_tsquery`` form of the query
+  (quotes and ``-word`` work, and rows matching all of it rank first); identifier-like words (with digits)
+  also match as prefixes, so ``9f3e2a1`` finds the full commit hash. Evidence = share of query words found.
+* **trigram** (``pg_trgm`` ``word_similarity`` on key + description + head of content, threshold 0.45): catches
+  identifiers, hashes, paths and typos (``dsk ful`` -> ``disk full``). Evidence = the similarity. It is the
+  costly ranker on large stores, so it runs only for short queries (up to 4 words) and only when full-text
+  search has not already found a complete match.
+* **dense** (pgvector cosine on the configured embedder's vector space, HNSW index): catches paraphrases.
+  Evidence = the cosine mapped onto [0, 1] by the embedder's calibration (floor -> 0, ceiling -> 1).
+
+Fusion is reciprocal-rank fusion (k = 60) weighted by evidence: ranker *i* contributes
+``c_i = evidence_i * (k + 1) / (k + rank_i)`` (1.0 for perfect evidence at rank 1), and the contributions
+combine as a noisy-OR, ``score = 1 - prod(1 - c_i)``. Scores live on [0, 1] and mean the same for every query,
+so ``min_score`` cuts noise: an unrelated query returns nothing. ``fusion="rrf"`` orders by classic RRF
+(``sum 1/(k + rank_i)``) instead, still cut on the same evidence score.
+
+After fusion (in Python, on a few dozen candidates): newer facts beat stale ones on the same subject
+(``metadata.subject`` equal, ``metadata.supersedes`` naming the older key, or two ``user_preference`` /
+``user_fact`` memories whose descriptions name the same thing): the older one drops below the newer. Optional
+MMR (``mmr=0.7``) re-ranks for diversity with word-bigram Jaccard similarity.
+
+Example:
+    >>> import asyncio
+    >>> from agent_memory import MemoryStore
+    >>> async def main() -> list[str]:
+    ...     async with await MemoryStore.open() as store:
+    ...         await store.store("write failed: disk full on /dev/sda1 (100% used)", user_id="alice",
+    ...                           description="backup job on build-01", memory_type="command_output")
+    ...         return [i.description for i in await store.search("dsk ful", user_id="alice")]  # a typo
+    >>> asyncio.run(main())  # doctest: +SKIP
+    ['backup job on build-01']
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import asyncpg
+
+from ._worker import EmbeddingService, sql_literal, vector_literal
+
+RRF_K = 60
+CANDIDATES_PER_RANKER = 50
+TRIGRAM_THRESHOLD = 0.45
+TRIGRAM_MAX_WORDS = 4
+TRIGRAM_ALWAYS_BELOW_ROWS = 50_000  # below this table size trigram matching runs for every query
+FTS_COMMON_ROWS = 2000  # a query word in more rows than this is not used to find candidates
+HNSW_EF_SEARCH = 40  # pgvector default; iterative scan still fills the candidate list
+DEFAULT_MIN_SCORE = 0.2
+SUPERSEDED_FACTOR = 0.8  # a stale fact scores at most this share of its newer replacement
+
+Ranker = Literal["fts", "trigram", "dense"]
+ALL_RANKERS: tuple[Ranker, ...] = ("fts", "trigram", "dense")
+
+# The columns agent_memory.store.item_from_row reads; every query that returns MemoryItems selects these.
+MEMORY_ITEM_COLUMNS = (
+    "m.memory_key, m.description, m.memory_type, m.token_count, m.char_count, m.created_at, "
+    "m.content_metadata, m.agent_id, m.thread_id, m.access_count, m.last_accessed_at, m.content_sha256"
+)
+
+# $1 the user's "User".id (resolved first, so the planner sees it: a user with 200 memories is scanned through
+# the user index, one with 100,000 through the text/vector indexes), $2 query text, $3 candidates per ranker,
+# $4 memory_type (NULL = any), $5 excluded words, $6 query for websearch_to_tsquery.
+_USR = r"""usr AS (SELECT $1::text AS id WHERE $2::text IS NOT NULL AND $6::text IS NOT NULL),
+keyhit AS (
+    -- a memory key named in the query (e.g. from a [MemoryRef: ...] placeholder) is an exact hit
+    SELECT m.id, 1 AS rnk, 1.0::float8 AS evidence
+    FROM agent_memories m
+    WHERE m.user_id = $1 AND m.is_active AND m.memory_key = ANY(regexp_split_to_array(trim($2), '[\s,;]+'))
+      AND ($4::text IS NULL OR m.memory_type = $4)
+),
+neg AS (
+    -- words the query excludes with websearch syntax (-word): no ranker may return a row containing them
+    SELECT CASE WHEN $5::text = '' OR numnode(plainto_tsquery('english', $5)) = 0 THEN NULL
+                ELSE to_tsquery('simple', array_to_string(ARRAY(
+                    SELECT quote_literal(x) FROM unnest(tsvector_to_array(to_tsvector('english', $5))) x), ' | '))
+           END AS tsq
+)"""
+
+_FTS = f"""
+q0 AS (
+    -- one row per query word: its tsquery (words with digits also match as prefixes) and how many rows of
+    -- the table contain it, from the planner's statistics (0 when unknown or rare)
+    SELECT lq, coalesce(st.rows, 0) AS rows
+    FROM unnest(tsvector_to_array(to_tsvector('english', $2))) l
+    CROSS JOIN LATERAL (SELECT to_tsquery('simple', quote_literal(l)
+                        || CASE WHEN l ~ '[0-9]' AND length(l) >= 5 THEN ':*' ELSE '' END) AS lq) t
+    LEFT JOIN (
+        SELECT x.e, x.f * greatest(c.reltuples, 0) AS rows
+        FROM pg_stats s
+        JOIN pg_class c ON c.oid = 'agent_memories'::regclass
+        CROSS JOIN LATERAL unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS x(e, f)
+        WHERE s.schemaname = current_schema() AND s.tablename = 'agent_memories' AND s.attname = 'search_vector'
+    ) st ON st.e = l
+),
+q AS (
+    SELECT ARRAY(SELECT lq FROM q0) AS lexq,
+           (SELECT string_agg(lq::text, ' | ')::tsquery FROM q0) AS tsq_or,
+           -- Rows are matched on the query's rarer words: a word found in thousands of rows ("use", "df")
+           -- would make PostgreSQL rank all of them. When every word is that common, all must match.
+           coalesce(
+               (SELECT string_agg(lq::text, ' | ')::tsquery FROM q0 WHERE rows < {FTS_COMMON_ROWS}),
+               nullif(websearch_to_tsquery('english', $6), ''::tsquery),
+               (SELECT string_agg(lq::text, ' | ')::tsquery FROM q0)
+           ) AS tsq_match,
+           websearch_to_tsquery('english', $6) AS tsq_web
+),
+fts_hits AS (
+    SELECT m.id, m.search_vector, (m.search_vector @@ q.tsq_web) AS all_terms,
+           ts_rank(m.search_vector, q.tsq_or) AS rank
+    FROM agent_memories m, q
+    WHERE m.user_id = $1 AND m.is_active AND q.tsq_or IS NOT NULL AND m.search_vector @@ q.tsq_match
+      AND ($4::text IS NULL OR m.memory_type = $4)
+    ORDER BY (m.search_vector @@ q.tsq_web) DESC, ts_rank(m.search_vector, q.tsq_or) DESC, m.created_at DESC
+    LIMIT $3
+),
+fts AS (
+    SELECT id, row_number() OVER (ORDER BY all_terms DESC, coverage DESC, rank DESC) AS rnk,
+           -- share of query words found; a row matching the whole websearch query counts as complete
+           CASE WHEN all_terms THEN 1.0 ELSE coverage END ^ 1.5 * 0.95 AS evidence
+    FROM (
+        -- coverage only for the few rows kept, with each word's tsquery parsed once per query
+        SELECT h.id, h.all_terms, h.rank,
+               (SELECT count(*) FROM unnest(q.lexq) x WHERE h.search_vector @@ x)::float8
+               / cardinality(q.lexq) AS coverage
+        FROM fts_hits h, q
+    ) c
+)"""
+
+_TRIGRAM = """
+trg AS (
+    SELECT id, row_number() OVER (ORDER BY sim DESC, created_at DESC) AS rnk, sim AS evidence FROM (
+        SELECT m.id, m.created_at, word_similarity($2, m.search_head)::float8 AS sim
+        FROM agent_memories m
+        WHERE m.user_id = $1 AND m.is_active AND $2 <% m.search_head
+          AND ($4::text IS NULL OR m.memory_type = $4) {guard}
+        ORDER BY word_similarity($2, m.search_head) DESC, m.created_at DESC
+        LIMIT $3
+    ) t
+)"""
+
+# Trigram matching is the expensive ranker (every candidate's head is re-checked); it exists for typos and
+# partial identifiers, so it is skipped when full-text search already found a complete match
+# (an uncorrelated condition: PostgreSQL evaluates it once and then does not scan at all). Typos and partial
+# identifiers leave full-text search without a complete match, so trigram matching then runs.
+_TRIGRAM_GUARD = "AND NOT EXISTS (SELECT 1 FROM fts WHERE fts.evidence >= 0.9)"
+# For long or digit-bearing queries trigram matching still helps a little, and is cheap while the table is small.
+_SMALL_TABLE_GUARD = (
+    f"AND (SELECT reltuples FROM pg_class WHERE oid = 'agent_memories'::regclass) < {TRIGRAM_ALWAYS_BELOW_ROWS}"
+)
+
+# $7 query vector (text), $8 similarity floor, $9 similarity ceiling; {dim} and {model} are inlined so the
+# planner can use the partial HNSW index of that vector space.
+_DENSE = """
+dense_raw AS (
+    SELECT e.memory_id AS id, (e.embedding::vector({dim}) <=> $7::vector({dim}))::float8 AS dist
+    FROM agent_memory_embeddings e
+    WHERE e.user_id = $1 AND e.model = {model}
+    ORDER BY e.embedding::vector({dim}) <=> $7::vector({dim})
+    LIMIT CASE WHEN $4::text IS NULL THEN $3 ELSE $3 * 4 END
+),
+dense AS (
+    SELECT d.id, row_number() OVER (ORDER BY d.dist) AS rnk,
+           greatest(0.0, least(1.0, ((1.0 - d.dist) - $8) / greatest($9 - $8, 1e-6))) AS evidence,
+           1.0 - d.dist AS cosine
+    FROM dense_raw d JOIN agent_memories m ON m.id = d.id
+    WHERE m.is_active AND ($4::text IS NULL OR m.memory_type = $4)
+)"""
+
+
+def _build_sql(rankers: Iterable[Ranker], dense_space: tuple[str, int] | None, trigram_small_only: bool) -> str:
+    ctes = [_USR]
+    parts: list[str] = ["SELECT id, rnk, evidence, 'key' AS src FROM keyhit"]
+    if "fts" in rankers:
+        ctes.append(_FTS)
+        parts.append("SELECT id, rnk, evidence, 'fts' AS src FROM fts")
+    if "trigram" in rankers:
+        guard = (_TRIGRAM_GUARD if "fts" in rankers else "") + (" " + _SMALL_TABLE_GUARD if trigram_small_only else "")
+        ctes.append(_TRIGRAM.format(guard=guard))
+        parts.append("SELECT id, rnk, evidence, 'trigram' AS src FROM trg")
+    if "dense" in rankers and dense_space is not None:
+        model, dim = dense_space
+        ctes.append(_DENSE.format(dim=int(dim), model=sql_literal(model)))
+        parts.append("SELECT id, rnk, evidence, 'dense' AS src FROM dense")
+    if len(parts) == 1:
+        raise ValueError("no ranker to run")
+    k = RRF_K
+    return f"""
+WITH {",".join(ctes)},
+hits AS ({" UNION ALL ".join(parts)}),
+fused AS (
+    SELECT id,
+           1.0 - exp(sum(ln(1.0 - least(0.999, evidence * {k + 1}.0 / ({k} + rnk))))) AS score,
+           sum(1.0 / ({k} + rnk)) AS rrf,
+           jsonb_object_agg(src, jsonb_build_object('rank', rnk, 'evidence', evidence)) AS why
+    FROM hits GROUP BY id
+)
+SELECT {MEMORY_ITEM_COLUMNS}, left(m.content, 300) AS snippet,
+       f.score::float8 AS score, f.rrf::float8 AS rrf, f.why
+FROM fused f JOIN agent_memories m ON m.id = f.id, neg
+WHERE neg.tsq IS NULL OR NOT (m.search_vector @@ neg.tsq)
+ORDER BY f.score DESC, m.created_at DESC
+"""
+
+
+_SETUP_SQL = f"""
+SELECT id,
+       set_config('plan_cache_mode', 'force_custom_plan', true) AS plans,
+       set_config('pg_trgm.word_similarity_threshold', '{TRIGRAM_THRESHOLD}', true) AS trigram,
+       set_config('hnsw.ef_search', '{HNSW_EF_SEARCH}', true) AS ef_search,
+       set_config('hnsw.iterative_scan', 'relaxed_order', true) AS iterative
+FROM "User" WHERE identifier = $1
+"""
+
+_SQL_CACHE: dict[tuple[tuple[Ranker, ...], tuple[str, int] | None, bool], str] = {}
+
+
+def search_sql(rankers: Iterable[Ranker], dense_space: tuple[str, int] | None, trigram_small_only: bool = False) -> str:
+    """The fused ranking statement for these rankers (and vector space), cached."""
+    key = (tuple(r for r in ALL_RANKERS if r in set(rankers)), dense_space, trigram_small_only)
+    if key not in _SQL_CACHE:
+        _SQL_CACHE[key] = _build_sql(key[0], dense_space, trigram_small_only)
+    return _SQL_CACHE[key]
+
+
+@dataclass
+class SearchOptions:
+    """Knobs of :func:`hybrid_search` (defaults are what ``MemoryStore.search`` uses)."""
+
+    min_score: float = DEFAULT_MIN_SCORE
+    mmr: float | None = None  # MMR lambda in [0, 1]: 1 = pure relevance; None = off
+    fusion: Literal["weighted", "rrf"] = "weighted"
+    rankers: tuple[Ranker, ...] = ALL_RANKERS
+    supersede: bool = True
+    candidates: int = CANDIDATES_PER_RANKER
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+async def hybrid_search(
+    pool: asyncpg.Pool,
+    user_id: str,
+    query: str,
+    *,
+    limit: int,
+    memory_type: str | None = None,
+    embeddings: EmbeddingService | None = None,
+    options: SearchOptions | None = None,
+) -> list[dict[str, Any]]:
+    """Rows of the best ``limit`` memories of ``user_id`` for ``query``, best first, each with ``score``.
+
+    Dense ranking joins in when ``embeddings`` is given, pgvector exists and the query could be embedded;
+    otherwise (and always on a server without pgvector) ranking is lexical.
+    """
+    opts = options or SearchOptions()
+    wanted = [r for r in ALL_RANKERS if r in opts.rankers]
+    lexical = [r for r in wanted if r != "dense"]
+    base_args: list[Any] = [
+        None, query, opts.candidates, memory_type, " ".join(negated_words(query)), websearch_text(query)
+    ]  # fmt: skip
+    trigram_small_only = len(lexical) > 1 and not wants_trigram(query)
+    if "dense" not in wanted or embeddings is None or not embeddings.available:
+        if not lexical:
+            return []
+        rows = await _fetch(pool, user_id, search_sql(lexical, None, trigram_small_only), base_args)
+    else:
+        # The query is embedded (model thread or endpoint) while PostgreSQL ranks lexically on one
+        # connection; the dense ranking starts on another as soon as the vector exists, without waiting
+        # for the lexical one. Both are fused exactly as a single statement would.
+        emb = embeddings.embedder
+        vector_task = asyncio.create_task(embeddings.query_vector(query))
+        lexical_task = asyncio.create_task(
+            _fetch(pool, user_id, search_sql(lexical, None, trigram_small_only), base_args) if lexical else _no_rows()
+        )
+        dense_task: asyncio.Task[list[dict[str, Any]]] | None = None
+        try:
+            vector = await vector_task
+            if vector is not None and emb.dimension is not None:
+                dense_args = [
+                    *base_args,
+                    vector_literal(vector),
+                    float(emb.similarity_floor),
+                    float(emb.similarity_ceiling),
+                ]
+                dense_sql = search_sql(["dense"], (emb.model_id, emb.dimension))
+                dense_task = asyncio.create_task(_fetch(pool, user_id, dense_sql, dense_args))
+            lexical_rows = await lexical_task
+            dense_rows = await dense_task if dense_task is not None else []
+        finally:
+            for task in (vector_task, lexical_task, dense_task):
+                if task is not None and not task.done():
+                    task.cancel()
+        rows = fuse_rows(lexical_rows, dense_rows)
+    if opts.fusion == "rrf":
+        rows.sort(key=lambda r: (-r["rrf"], -r["score"]))
+    if opts.supersede:
+        rows = demote_superseded(rows)
+    rows = [r for r in rows if r["score"] >= opts.min_score]
+    if opts.mmr is not None:
+        rows = mmr_rerank(rows, limit, opts.mmr)
+    return rows[:limit]
+
+
+# "-word" excludes a word (websearch syntax), but short dashed tokens are command flags: "df -h", "ls -la".
+def wants_trigram(query: str) -> bool:
+    """Whether fuzzy trigram matching can add something: short word queries (typos, partial words).
+
+    Long questions are for full-text and dense ranking (the similarity of a whole sentence to a document head
+    is weak evidence). Tokens with digits (hashes, ids, IPs, versions) are matched exactly or as prefixes by
+    full-text search; fuzzily they would only surface *other* ids that look alike, at a high cost on large
+    stores (their trigrams are everywhere).
+    """
+    words = query.split()
+    return 0 < len(words) <= TRIGRAM_MAX_WORDS and not any(ch.isdigit() for ch in query)
+
+
+_NEGATION_RE = re.compile(r'"[^"]*"|(?:^|\s)-([A-Za-z][\w.\-]{3,})')
+_FLAG_RE = re.compile(r"(^|\s)(?:--|-(?=\w[\w\-]{0,2}(?:\s|$)))")
+
+
+def negated_words(query: str) -> list[str]:
+    """Words excluded with websearch syntax: ``nginx -timeout`` -> ``['timeout']`` (not flags, not in quotes)."""
+    return [m[1] for m in _NEGATION_RE.finditer(query) if m[1]]
+
+
+def websearch_text(query: str) -> str:
+    """The query for ``websearch_to_tsquery`` with short command flags kept as words (``df -h`` -> ``df h``)."""
+    return _FLAG_RE.sub(r"\1", query)
+
+
+async def _no_rows() -> list[dict[str, Any]]:
+    return []
+
+
+async def _fetch(pool: asyncpg.Pool, user_id: str, sql: str, args: list[Any]) -> list[dict[str, Any]]:
+    async with pool.acquire() as conn, conn.transaction():
+        # Transaction-local settings: plans made for this user's actual row count (not a generic plan); a
+        # lower trigram threshold catches typos; HNSW keeps scanning past other users' rows (iterative scan)
+        # so filtering by user does not starve the result.
+        user_pk = await conn.fetchval(_SETUP_SQL, user_id)
+        if user_pk is None:
+            return []  # no such user: nothing to rank
+        return [dict(r) for r in await conn.fetch(sql, user_pk, *args[1:])]
+
+
+def _contribution(rank: int, evidence: float) -> float:
+    return min(0.999, evidence * (RRF_K + 1) / (RRF_K + rank))
+
+
+def fuse_rows(*ranked: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Merge rows of separately run rankers (same formula as the SQL: evidence-weighted RRF, noisy-OR)."""
+    merged: dict[str, dict[str, Any]] = {}
+    for rows in ranked:
+        for row in rows:
+            seen = merged.get(row["memory_key"])
+            if seen is None:
+                merged[row["memory_key"]] = dict(row, why=dict(row["why"]))
+            else:
+                seen["why"].update(row["why"])
+    for row in merged.values():
+        keep = 1.0
+        rrf = 0.0
+        for hit in row["why"].values():
+            keep *= 1.0 - _contribution(int(hit["rank"]), float(hit["evidence"]))
+            rrf += 1.0 / (RRF_K + int(hit["rank"]))
+        row["score"], row["rrf"] = 1.0 - keep, rrf
+    return sorted(merged.values(), key=lambda r: (-r["score"], -r["created_at"].timestamp()))
+
+
+# --------------------------------------------------------------------------------------------- stale facts
+
+_SUBJECT_TYPES = {"user_preference", "user_fact"}
+_GENERIC_WORDS = {
+    "a", "an", "the", "of", "for", "to", "on", "in", "my", "our", "your", "is", "are", "and", "or", "with",
+    "user", "users", "preference", "preferences", "preferred", "prefers", "prefer", "fact", "facts", "note",
+    "updated", "update", "new", "now", "current", "latest", "changed", "change", "old", "default",
+}  # fmt: skip
+_WORD_RE = re.compile(r"[a-z0-9][a-z0-9_\-./]*")
+
+
+def _subject_words(description: str) -> frozenset[str]:
+    return frozenset(w for w in _WORD_RE.findall(description.lower()) if w not in _GENERIC_WORDS)
+
+
+def _same_subject(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    meta_a, meta_b = a["content_metadata"] or {}, b["content_metadata"] or {}
+    subj_a, subj_b = meta_a.get("subject"), meta_b.get("subject")
+    if isinstance(subj_a, str) and isinstance(subj_b, str):
+        return subj_a.strip().lower() == subj_b.strip().lower()
+    if a["memory_type"] != b["memory_type"] or a["memory_type"] not in _SUBJECT_TYPES:
+        return False
+    wa, wb = _subject_words(a["description"]), _subject_words(b["description"])
+    if not wa or not wb:
+        return False
+    return len(wa & wb) / len(wa | wb) >= 0.5
+
+
+def _supersedes(newer: dict[str, Any], older: dict[str, Any]) -> bool:
+    named = (newer["content_metadata"] or {}).get("supersedes")
+    if isinstance(named, str):
+        named = [named]
+    if isinstance(named, list) and older["memory_key"] in named:
+        return True
+    return bool(newer["created_at"] > older["created_at"] and _same_subject(newer, older))
+
+
+def demote_superseded(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Drop each stale fact just below the newer fact that replaces it (rows: best first)."""
+    if len(rows) < 2:
+        return rows
+    changed = False
+    for older in rows:
+        for newer in rows:
+            if newer is not older and _supersedes(newer, older):
+                cap = newer["score"] * SUPERSEDED_FACTOR
+                if older["score"] > cap:
+                    older["score"] = cap
+                    changed = True
+    if changed:
+        rows.sort(key=lambda r: (-r["score"], -r["created_at"].timestamp()))
+    return rows
+
+
+# --------------------------------------------------------------------------------------------- MMR
+
+
+def _bigrams(text: str) -> frozenset[tuple[str, str]]:
+    words = _WORD_RE.findall(text.lower())
+    return frozenset(itertools.pairwise(words)) if len(words) > 1 else frozenset((w, "") for w in words)
+
+
+def mmr_rerank(rows: list[dict[str, Any]], limit: int, lam: float) -> list[dict[str, Any]]:
+    """Maximal marginal relevance: ``lam * score - (1 - lam) * max Jaccard(word bigrams) to picked rows``."""
+    if not 0.0 <= lam <= 1.0:
+        raise ValueError("mmr must be between 0 and 1")
+    grams = [_bigrams(f"{r['description']} {r.get('snippet') or ''}") for r in rows]
+    picked: list[int] = []
+    left = list(range(len(rows)))
+    while left and len(picked) < limit:
+
+        def value(i: int) -> float:
+            sim = max((_jaccard(grams[i], grams[j]) for j in picked), default=0.0)
+            return float(lam * rows[i]["score"] - (1.0 - lam) * sim)
+
+        best = max(left, key=value)
+        picked.append(best)
+        left.remove(best)
+    return [rows[i] for i in picked]
+
+
+def _jaccard(a: frozenset[Any], b: frozenset[Any]) -> float:
+    if not a or not b:
+        return 0.0
+    return len(a & b) / len(a | b)

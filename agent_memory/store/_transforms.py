@@ -1,0 +1,114 @@
+"""Views of a big text an agent can ask for: head, tail, a line range, grep with context.
+
+Lines are split on ``\\n`` only, and each returned line keeps its own ending (``\\r\\n`` stays ``\\r\\n``),
+so ``head(n)`` of a text is an exact prefix of it. ``grep`` prints ``N:line`` for matches and ``N-line``
+for context lines, with ``--`` between separate groups, like ``grep -n``.
+
+Example:
+    >>> from agent_memory.store._transforms import apply_transforms
+    >>> text = "a\\nb\\nerror: x\\nc\\n"
+    >>> apply_transforms(text, head=2)
+    'a\\nb\\n'
+    >>> apply_transforms(text, grep="error", context=1)
+    '2-b\\n3:error: x\\n4-c'
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_GREP_CONTEXT = 100
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines of ``text`` with their ``\\n`` kept; ``''.join(split_lines(t)) == t``."""
+    if not text:
+        return []
+    parts = text.split("\n")
+    lines = [p + "\n" for p in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+def parse_line_range(spec: str | tuple[int, int]) -> tuple[int, int]:
+    """``"10-20"``, ``"10:20"``, ``"10-"`` or ``(10, 20)`` -> 1-based inclusive ``(start, end)``."""
+    if isinstance(spec, tuple):
+        start, end = spec
+    else:
+        match = re.fullmatch(r"\s*(\d+)\s*[-:]\s*(\d*)\s*", spec)
+        if not match:
+            raise ValueError(f"line range {spec!r} is not START-END (for example 100-200)")
+        start = int(match[1])
+        end = int(match[2]) if match[2] else 2**62
+    if start < 1 or end < start:
+        raise ValueError(f"line range {start}-{end} is invalid: lines are numbered from 1 and END >= START")
+    return start, end
+
+
+def compile_pattern(pattern: str, ignore_case: bool = False) -> re.Pattern[str]:
+    if len(pattern) > 2000:
+        raise ValueError("grep pattern is longer than 2000 characters")
+    try:
+        return re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+    except re.error as exc:
+        raise ValueError(f"invalid grep regular expression {pattern!r}: {exc}") from exc
+
+
+def grep_lines(
+    numbered: list[tuple[int, str]], pattern: re.Pattern[str], context: int = 0, max_matches: int | None = None
+) -> str:
+    """Matching lines with ``context`` lines around them, numbered like ``grep -n``."""
+    if context < 0 or context > MAX_GREP_CONTEXT:
+        raise ValueError(f"grep context must be between 0 and {MAX_GREP_CONTEXT}")
+    matching = [i for i, (_, line) in enumerate(numbered) if pattern.search(line.rstrip("\r\n"))]
+    hits = matching[:max_matches] if max_matches is not None else matching
+    is_match = set(matching)
+    out: list[str] = []
+    last_printed = -1
+    for i in hits:
+        lo, hi = max(0, i - context), min(len(numbered) - 1, i + context)
+        if out and lo > last_printed + 1:
+            out.append("--")
+        for j in range(max(lo, last_printed + 1), hi + 1):
+            number, line = numbered[j]
+            out.append(f"{number}{':' if j in is_match else '-'}{line.rstrip(chr(13) + chr(10))}")
+        last_printed = max(last_printed, hi)
+    return "\n".join(out)
+
+
+def apply_transforms(
+    text: str,
+    *,
+    head: int | None = None,
+    tail: int | None = None,
+    lines: str | tuple[int, int] | None = None,
+    grep: str | None = None,
+    context: int = 0,
+    ignore_case: bool = False,
+    max_matches: int | None = None,
+) -> str:
+    """Apply, in this order: ``lines`` range, ``grep``, then ``head`` / ``tail``. No option: ``text`` itself."""
+    if head is None and tail is None and lines is None and grep is None:
+        return text
+    for name, value in (("head", head), ("tail", tail), ("max_matches", max_matches)):
+        if value is not None and (not isinstance(value, int) or value < 0):
+            raise ValueError(f"{name} must be a non-negative integer")
+    all_lines = split_lines(text)
+    numbered = list(enumerate(all_lines, start=1))
+    if lines is not None:
+        start, end = parse_line_range(lines)
+        numbered = numbered[start - 1 : end]
+    if grep is not None:
+        result = grep_lines(numbered, compile_pattern(grep, ignore_case), context, max_matches)
+        result_lines = split_lines(result)
+        if head is not None:
+            result_lines = result_lines[:head]
+        if tail is not None:
+            result_lines = result_lines[-tail:] if tail else []
+        return "".join(result_lines)
+    if head is not None:
+        numbered = numbered[:head]
+    if tail is not None:
+        numbered = numbered[-tail:] if tail else []
+    return "".join(line for _, line in numbered)

@@ -1,0 +1,32 @@
+"""The tools wing of agent-memory."""
+
+from ._autogen import MEMORY_TOOL_NAMES, memory_tools
+from ._toolbox import (
+    MAX_LIST_LIMIT,
+    MAX_SEARCH_LIMIT,
+    DeleteResult,
+    ListResult,
+    MemoryToolbox,
+    MemoryToolError,
+    RetrieveResult,
+    SearchResult,
+    StatsResult,
+    StoreResult,
+    parse_since,
+)
+
+__all__ = [
+    "MAX_LIST_LIMIT",
+    "MAX_SEARCH_LIMIT",
+    "MEMORY_TOOL_NAMES",
+    "DeleteResult",
+    "ListResult",
+    "MemoryToolError",
+    "MemoryToolbox",
+    "RetrieveResult",
+    "SearchResult",
+    "StatsResult",
+    "StoreResult",
+    "memory_tools",
+    "parse_since",
+]

@@ -1,0 +1,117 @@
+"""sql/postgresdb.sql applies to fresh and initialised databases; connection errors are actionable."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+from support.databases import fresh_database
+
+from agent_memory import MemoryStore
+from agent_memory.config import Settings
+from agent_memory.errors import DatabaseUnavailable
+from agent_memory.store import Database, redact_url, schema_sql
+
+CHAINLIT_TABLES = {"User", "Thread", "Step", "Element", "Feedback"}
+
+
+@pytest.fixture
+async def fresh_database_url(database_url: str) -> AsyncIterator[str]:
+    async with fresh_database(database_url, "am_fresh") as url:
+        yield url
+
+
+async def _tables(url: str) -> set[str]:
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+        return {r["tablename"] for r in rows}
+    finally:
+        await conn.close()
+
+
+async def test_schema_applies_to_a_fresh_database(fresh_database_url: str) -> None:
+    db = await Database.connect(fresh_database_url, settings=Settings())
+    try:
+        assert await db.schema_version() >= 1
+        assert await db.has_extension("pg_trgm")
+    finally:
+        await db.close()
+    assert CHAINLIT_TABLES | {"agents", "agent_memories", "agent_memory_schema"} <= await _tables(fresh_database_url)
+
+
+async def test_schema_applies_again_to_an_initialised_database_keeping_data(fresh_database_url: str) -> None:
+    first = await MemoryStore.open(fresh_database_url, settings=Settings())
+    key = await first.store("survives re-apply", user_id="alice")
+    await first.db.apply_schema()  # same process, again
+    await first.close()
+    second = await MemoryStore.open(fresh_database_url, settings=Settings())  # a new start applies it once more
+    try:
+        assert await second.retrieve(key, user_id="alice") == "survives re-apply"
+        assert await second.db.schema_version() >= 1
+    finally:
+        await second.close()
+
+
+async def test_schema_file_is_one_transaction_safe_script() -> None:
+    sql = schema_sql()
+    assert "DROP TABLE" not in sql.upper()
+    assert "CREATE TABLE IF NOT EXISTS agent_memories" in sql
+
+
+async def test_deleting_a_chainlit_user_cascades_to_memories(store: MemoryStore, user_id: str) -> None:
+    await store.store("x", user_id=user_id)
+    async with store.db.pool.acquire() as conn:
+        await conn.execute('DELETE FROM "User" WHERE identifier = $1', user_id)
+    assert await store.list(user_id=user_id) == []
+
+
+async def test_memory_key_is_unique_per_user_in_the_schema(store: MemoryStore, user_id: str) -> None:
+    key = await store.store("x", user_id=user_id)
+    async with store.db.pool.acquire() as conn:
+        with pytest.raises(asyncpg.UniqueViolationError):
+            await conn.execute(
+                """INSERT INTO agent_memories (user_id, memory_key, content, content_sha256)
+                   SELECT user_id, memory_key, 'dup', repeat('0', 64) FROM agent_memories WHERE memory_key = $1""",
+                key,
+            )
+
+
+async def test_unreachable_server_gives_actionable_error_without_password() -> None:
+    url = "postgresql://agent:s3cret-pw@127.0.0.1:1/agentdb"
+    with pytest.raises(DatabaseUnavailable) as err:
+        await Database.connect(url, settings=Settings())
+    message = str(err.value)
+    assert "s3cret-pw" not in message
+    assert "127.0.0.1:1" in message and "AGENT_MEMORY_DATABASE_URL" in message
+
+
+def test_redact_url_hides_only_the_password() -> None:
+    assert redact_url("postgresql://u:p%40ss@db:5432/x") == "postgresql://u:***@db:5432/x"
+    assert redact_url("postgresql://u@db/x") == "postgresql://u@db/x"
+
+
+async def test_embedded_server_requires_its_password(tmp_path_factory: pytest.TempPathFactory) -> None:
+    from agent_memory.store import start_embedded_server
+
+    home = tmp_path_factory.mktemp("pw")
+    server = await start_embedded_server(home)
+    password = (home / "db-password").read_text().strip()
+    assert password and f":{password}@" in server.uri
+    assert (home / "db-password").stat().st_mode & 0o077 == 0  # only the owner can read it
+    without_password = server.uri.replace(f":{password}@", ":@")
+    with pytest.raises((asyncpg.InvalidPasswordError, asyncpg.InvalidAuthorizationSpecificationError)):
+        await asyncpg.connect(without_password)
+    conn = await asyncpg.connect(server.uri)
+    await conn.close()
+    again = await start_embedded_server(home)  # a second start reuses the same password
+    assert again.uri == server.uri
+
+
+def test_a_bad_setting_names_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent_memory.config import SettingsError, get_settings
+
+    monkeypatch.setenv("AGENT_MEMORY_POOL_MAX_SIZE", "abc")
+    with pytest.raises(SettingsError, match=r"AGENT_MEMORY_POOL_MAX_SIZE='abc': Input should be a valid integer"):
+        get_settings()

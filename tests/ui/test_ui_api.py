@@ -1,0 +1,226 @@
+"""The UI server over plain HTTP (login, the memory API and its isolation), without any model configured,
+and behind an SSO proxy (trusted header login).
+
+One `agent-memory ui` process with no OPENAI_* variables (but ``CI=true``, see ``ui_env``) and
+``AGENT_MEMORY_UI_HEADER_AUTH=1``. The HTTP tests need no browser; the browser tests skip without chromium.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+
+import httpx
+import jwt
+import pytest
+from playwright.async_api import Browser, Route, expect
+from ui_support import (
+    ARTIFACTS,
+    add_user,
+    chat_ready,
+    close_context,
+    login,
+    requires_chromium,
+    running_ui,
+    screenshot,
+    ui_env,
+)
+
+from agent_memory import MemoryStore
+
+pytestmark = [pytest.mark.asyncio(loop_scope="session")]
+
+TIMEOUT_MS = 60_000
+PROXY_HEADER = "X-Forwarded-User"
+
+
+@pytest.fixture(scope="module")
+def app(ui_database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    env = ui_env(
+        ui_database,
+        tmp_path_factory.mktemp("ui-home"),
+        AGENT_MEMORY_UI_HEADER_AUTH="1",
+        AGENT_MEMORY_UI_TRUSTED_HEADER=PROXY_HEADER,
+    )
+    add_user("carol", "carol-secret-password", env)
+    add_user("erin", "erin-secret-password", env)
+    with running_ui(env, ARTIFACTS / "app-no-model.log") as base:
+        yield base
+
+
+NO_MODEL = "No model is configured"
+
+
+@requires_chromium
+async def test_without_a_model_the_chat_says_what_to_set(browser: Browser, app: str) -> None:
+    context = await browser.new_context(viewport={"width": 1280, "height": 860})
+    page = await context.new_page()
+    await login(page, app, "carol", "carol-secret-password")
+    await expect(page.get_by_text(NO_MODEL)).to_be_visible(timeout=TIMEOUT_MS)
+    await expect(page.get_by_text("OPENAI_API_KEY").first).to_be_visible()
+    await screenshot(page, "10-no-model")
+    await close_context(context)
+
+
+@requires_chromium
+async def test_without_a_model_a_message_is_answered_with_what_to_set(browser: Browser, app: str) -> None:
+    context = await browser.new_context(viewport={"width": 1280, "height": 860})
+    page = await context.new_page()
+    await login(page, app, "carol", "carol-secret-password")
+    await chat_ready(page, TIMEOUT_MS)
+    box = page.locator("#chat-input")
+    await box.fill("please list the files")
+    await box.press("Enter")
+    await expect(page.get_by_text("Your message was not run.")).to_be_visible(timeout=TIMEOUT_MS)
+    await expect(page.get_by_text(NO_MODEL).last).to_be_visible()
+    await close_context(context)
+
+
+@requires_chromium
+async def test_a_trusted_proxy_header_logs_the_user_in(browser: Browser, app: str) -> None:
+    context = await browser.new_context(extra_http_headers={PROXY_HEADER: "dave"})
+    page = await context.new_page()
+    await page.goto(app + "/")
+    await chat_ready(page, TIMEOUT_MS)  # the session's socket is up: the header login and its cookie are done
+    who = await context.request.get(app + "/memory-api/memories")
+    assert who.status == 200
+    assert (await who.json())["user"] == "dave"
+    await close_context(context)
+
+
+@requires_chromium
+async def test_a_header_login_answered_late_does_not_undo_a_password_login(browser: Browser, app: str) -> None:
+    # The login page asks /auth/header as soon as it has loaded; we hold that request until the password
+    # login is done and the chat runs. Answered with a 401, Chainlit's client then loads /login again.
+    context = await browser.new_context(viewport={"width": 1280, "height": 860})
+    page = await context.new_page()
+    asked, release = asyncio.Event(), asyncio.Event()
+
+    async def hold(route: Route) -> None:
+        asked.set()
+        await release.wait()
+        await route.continue_()
+
+    await page.route("**/auth/header", hold)
+    page_loads: list[str] = []
+    page.on("request", lambda request: page_loads.append(request.url) if request.resource_type == "document" else None)
+    await page.goto(app + "/login")
+    await asyncio.wait_for(asked.wait(), TIMEOUT_MS / 1000)  # the header attempt is under way before we log in
+    await login(page, app, "carol", "carol-secret-password", navigate=False)
+    await chat_ready(page, TIMEOUT_MS)
+    async with page.expect_response("**/auth/header") as answer:
+        release.set()
+    header_answer = await answer.value
+    box = page.locator("#chat-input")
+    await box.fill("are you still there")
+    await box.press("Enter")
+    await expect(page.get_by_text("Your message was not run.")).to_be_visible(timeout=TIMEOUT_MS)
+    await expect(page.get_by_role("main").get_by_text("are you still there")).to_be_visible()
+    assert page_loads == [app + "/login"]  # the login page was loaded once, by the test
+    assert header_answer.status == 200
+    await close_context(context)
+
+
+# ---------------------------------------------------------------------------------------------- HTTP
+
+
+@asynccontextmanager
+async def logged_in(app: str, name: str, password: str) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=app, timeout=30) as client:
+        response = await client.post("/login", data={"username": name, "password": password})
+        assert response.status_code == 200, response.text
+        yield client
+
+
+async def test_login_with_a_wrong_password_is_refused_over_http(app: str) -> None:
+    async with httpx.AsyncClient(base_url=app, timeout=30) as client:
+        response = await client.post("/login", data={"username": "carol", "password": "carol-wrong-password"})
+        assert response.status_code == 401
+        unknown = await client.post("/login", data={"username": "nobody", "password": "carol-secret-password"})
+        assert unknown.status_code == 401
+        assert (await client.get("/memory-api/memories")).status_code == 401
+
+
+async def test_the_memory_api_serves_the_logged_in_user_only(app: str, ui_store: MemoryStore) -> None:
+    mine = await ui_store.store("carol's build log\nERROR disk full\n", user_id="carol", description="build log")
+    theirs = await ui_store.store("erin's secret\n", user_id="erin", description="erin secret")
+    async with logged_in(app, "carol", "carol-secret-password") as client:
+        listed = (await client.get("/memory-api/memories")).json()
+        assert listed["user"] == "carol"
+        assert [m["key"] for m in listed["memories"]] == [mine]
+        found = (await client.get("/memory-api/memories", params={"q": "disk full"})).json()
+        assert [m["key"] for m in found["memories"]] == [mine]
+        content = await client.get(f"/memory-api/memories/{mine}/content")
+        assert content.text == "carol's build log\nERROR disk full\n"
+        for path in (f"/memory-api/memories/{theirs}", f"/memory-api/memories/{theirs}/content"):
+            assert (await client.get(path)).status_code == 404
+        assert (await client.delete(f"/memory-api/memories/{theirs}")).status_code == 404
+        assert (await client.get("/memory-api/memories", params={"q": "erin secret"})).json()["memories"] == []
+        assert (await client.delete(f"/memory-api/memories/{mine}")).status_code == 200
+        assert (await client.get(f"/memory-api/memories/{mine}")).status_code == 404
+    assert await ui_store.retrieve(theirs, user_id="erin") == "erin's secret\n"
+
+
+async def test_header_login_without_the_header_fails_without_a_401(app: str) -> None:
+    # Chainlit's client answers any 401 by loading /login, even after a password login succeeded meanwhile.
+    async with httpx.AsyncClient(base_url=app, timeout=30) as client:
+        response = await client.post("/auth/header", json={})
+        assert response.status_code == 200
+        assert response.json()["success"] is False
+        assert PROXY_HEADER in response.json()["detail"]
+        assert not response.cookies
+        assert (await client.get("/memory-api/memories")).status_code == 401
+
+
+async def test_header_login_with_the_header_logs_that_user_in(app: str) -> None:
+    async with httpx.AsyncClient(base_url=app, timeout=30) as client:
+        response = await client.post("/auth/header", json={}, headers={PROXY_HEADER: "frank"})
+        assert response.status_code == 200
+        assert response.json()["success"] is True
+        who = await client.get("/memory-api/memories")
+        assert who.status_code == 200
+        assert who.json()["user"] == "frank"
+
+
+async def test_a_token_signed_with_another_secret_is_refused(app: str) -> None:
+    claims = {"identifier": "erin", "metadata": {}, "exp": 4102444800}
+    forged = jwt.encode(claims, "a-different-secret-of-at-least-32-bytes", "HS256")
+    async with httpx.AsyncClient(base_url=app, timeout=30) as client:
+        response = await client.get("/memory-api/memories", headers={"Authorization": f"Bearer {forged}"})
+        assert response.status_code == 401
+
+
+async def test_thread_stats_count_tokens_kept_out_of_the_context(app: str, ui_store: MemoryStore) -> None:
+    big = "".join(f"line {i}: some build output\n" for i in range(2000))
+    await ui_store.store(big, user_id="carol", description="build output", thread_id="thread-stats-1")
+    await ui_store.store(big, user_id="erin", description="erin's build", thread_id="thread-stats-1")
+    async with logged_in(app, "carol", "carol-secret-password") as client:
+        stats = (await client.get("/memory-api/threads/thread-stats-1/stats")).json()
+    assert stats["memories"] == 1  # erin's memory in a thread of the same id is not counted
+    assert stats["stored_tokens"] > 10_000
+    assert 0 < stats["placeholder_tokens"] < 100
+    assert stats["kept_out_tokens"] == stats["stored_tokens"] - stats["placeholder_tokens"]
+
+
+async def test_deleting_a_thread_drops_its_saved_context_but_keeps_memories(app: str, ui_store: MemoryStore) -> None:
+    pool = ui_store.db.pool
+    key = await ui_store.store("kept after the thread is gone\n", user_id="carol", thread_id="thread-del-1")
+    await ui_store.store("erin's\n", user_id="erin", thread_id="thread-del-1")  # makes sure erin exists
+    carol = await pool.fetchval('SELECT id FROM "User" WHERE identifier = $1', "carol")
+    erin = await pool.fetchval('SELECT id FROM "User" WHERE identifier = $1', "erin")
+    await pool.execute('INSERT INTO "Thread" (id, "userId", name) VALUES ($1, $2, $3)', "thread-del-1", carol, "t")
+    for owner in (carol, erin):
+        await pool.execute(
+            "INSERT INTO agent_memory_contexts (user_id, thread_id, agent_key, state) VALUES ($1, $2, $3, $4)",
+            owner, "thread-del-1", "coder", {"entries": []},
+        )  # fmt: skip
+    async with logged_in(app, "erin", "erin-secret-password") as client:
+        response = await client.request("DELETE", "/project/thread", json={"threadId": "thread-del-1"})
+        assert response.status_code in (401, 403, 404)  # not erin's thread
+    async with logged_in(app, "carol", "carol-secret-password") as client:
+        response = await client.request("DELETE", "/project/thread", json={"threadId": "thread-del-1"})
+        assert response.status_code == 200
+    owners = await pool.fetch("SELECT user_id FROM agent_memory_contexts WHERE thread_id = $1", "thread-del-1")
+    assert [r["user_id"] for r in owners] == [erin]
+    assert await ui_store.retrieve(key, user_id="carol") == "kept after the thread is gone\n"
