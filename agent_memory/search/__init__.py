@@ -1,4 +1,8 @@
-"""The search wing of agent-memory."""
+"""Search: ranking of memories and skills (one fusion module), embedders, and the background vector writer.
+
+The store calls :func:`hybrid_search` with the user's rows already scoped; :mod:`._fusion` is the one place
+that turns ranker evidence into a score, for memory search and skill search alike.
+"""
 
 from ._embedders import (
     Embedder,
@@ -8,12 +12,27 @@ from ._embedders import (
     SentenceTransformerEmbedder,
     embedder_from_settings,
 )
+from ._fusion import (
+    CANDIDATES_PER_RANKER,
+    RRF_K,
+    TRIGRAM_MAX_WORDS,
+    TRIGRAM_THRESHOLD,
+    contribution,
+    demote_superseded,
+    fuse_rows,
+    mmr_rerank,
+    noisy_or,
+)
 from ._hybrid import DEFAULT_MIN_SCORE, MEMORY_ITEM_COLUMNS, SearchOptions, hybrid_search, negated_words
 from ._worker import EmbeddingService, embedding_text, vector_index_name, vector_literal
 
 __all__ = [
+    "CANDIDATES_PER_RANKER",
     "DEFAULT_MIN_SCORE",
     "MEMORY_ITEM_COLUMNS",
+    "RRF_K",
+    "TRIGRAM_MAX_WORDS",
+    "TRIGRAM_THRESHOLD",
     "Embedder",
     "EmbeddingError",
     "EmbeddingService",
@@ -21,10 +40,15 @@ __all__ = [
     "OpenAIEmbedder",
     "SearchOptions",
     "SentenceTransformerEmbedder",
+    "contribution",
+    "demote_superseded",
     "embedder_from_settings",
     "embedding_text",
+    "fuse_rows",
     "hybrid_search",
+    "mmr_rerank",
     "negated_words",
+    "noisy_or",
     "vector_index_name",
     "vector_literal",
 ]

@@ -39,7 +39,6 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import itertools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -47,17 +46,22 @@ from typing import Any, Literal
 
 import asyncpg
 
+from ._fusion import (
+    CANDIDATES_PER_RANKER,
+    MAX_CONTRIBUTION,
+    RRF_K,
+    TRIGRAM_MAX_WORDS,
+    TRIGRAM_THRESHOLD,
+    demote_superseded,
+    fuse_rows,
+    mmr_rerank,
+)
 from ._worker import EmbeddingService, sql_literal, vector_literal
 
-RRF_K = 60
-CANDIDATES_PER_RANKER = 50
-TRIGRAM_THRESHOLD = 0.45
-TRIGRAM_MAX_WORDS = 4
 TRIGRAM_ALWAYS_BELOW_ROWS = 50_000  # below this table size trigram matching runs for every query
 FTS_COMMON_ROWS = 2000  # a query word in more rows than this is not used to find candidates
 HNSW_EF_SEARCH = 40  # pgvector default; iterative scan still fills the candidate list
 DEFAULT_MIN_SCORE = 0.2
-SUPERSEDED_FACTOR = 0.8  # a stale fact scores at most this share of its newer replacement
 
 Ranker = Literal["fts", "trigram", "dense"]
 ALL_RANKERS: tuple[Ranker, ...] = ("fts", "trigram", "dense")
@@ -200,7 +204,7 @@ WITH {",".join(ctes)},
 hits AS ({" UNION ALL ".join(parts)}),
 fused AS (
     SELECT id,
-           1.0 - exp(sum(ln(1.0 - least(0.999, evidence * {k + 1}.0 / ({k} + rnk))))) AS score,
+           1.0 - exp(sum(ln(1.0 - least({MAX_CONTRIBUTION}, evidence * {k + 1}.0 / ({k} + rnk))))) AS score,
            sum(1.0 / ({k} + rnk)) AS rrf,
            jsonb_object_agg(src, jsonb_build_object('rank', rnk, 'evidence', evidence)) AS why
     FROM hits GROUP BY id
@@ -350,114 +354,3 @@ async def _fetch(pool: asyncpg.Pool, user_id: str, sql: str, args: list[Any]) ->
         if user_pk is None:
             return []  # no such user: nothing to rank
         return [dict(r) for r in await conn.fetch(sql, user_pk, *args[1:])]
-
-
-def _contribution(rank: int, evidence: float) -> float:
-    return min(0.999, evidence * (RRF_K + 1) / (RRF_K + rank))
-
-
-def fuse_rows(*ranked: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Merge rows of separately run rankers (same formula as the SQL: evidence-weighted RRF, noisy-OR)."""
-    merged: dict[str, dict[str, Any]] = {}
-    for rows in ranked:
-        for row in rows:
-            seen = merged.get(row["memory_key"])
-            if seen is None:
-                merged[row["memory_key"]] = dict(row, why=dict(row["why"]))
-            else:
-                seen["why"].update(row["why"])
-    for row in merged.values():
-        keep = 1.0
-        rrf = 0.0
-        for hit in row["why"].values():
-            keep *= 1.0 - _contribution(int(hit["rank"]), float(hit["evidence"]))
-            rrf += 1.0 / (RRF_K + int(hit["rank"]))
-        row["score"], row["rrf"] = 1.0 - keep, rrf
-    return sorted(merged.values(), key=lambda r: (-r["score"], -r["created_at"].timestamp()))
-
-
-# --------------------------------------------------------------------------------------------- stale facts
-
-_SUBJECT_TYPES = {"user_preference", "user_fact"}
-_GENERIC_WORDS = {
-    "a", "an", "the", "of", "for", "to", "on", "in", "my", "our", "your", "is", "are", "and", "or", "with",
-    "user", "users", "preference", "preferences", "preferred", "prefers", "prefer", "fact", "facts", "note",
-    "updated", "update", "new", "now", "current", "latest", "changed", "change", "old", "default",
-}  # fmt: skip
-_WORD_RE = re.compile(r"[a-z0-9][a-z0-9_\-./]*")
-
-
-def _subject_words(description: str) -> frozenset[str]:
-    return frozenset(w for w in _WORD_RE.findall(description.lower()) if w not in _GENERIC_WORDS)
-
-
-def _same_subject(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    meta_a, meta_b = a["content_metadata"] or {}, b["content_metadata"] or {}
-    subj_a, subj_b = meta_a.get("subject"), meta_b.get("subject")
-    if isinstance(subj_a, str) and isinstance(subj_b, str):
-        return subj_a.strip().lower() == subj_b.strip().lower()
-    if a["memory_type"] != b["memory_type"] or a["memory_type"] not in _SUBJECT_TYPES:
-        return False
-    wa, wb = _subject_words(a["description"]), _subject_words(b["description"])
-    if not wa or not wb:
-        return False
-    return len(wa & wb) / len(wa | wb) >= 0.5
-
-
-def _supersedes(newer: dict[str, Any], older: dict[str, Any]) -> bool:
-    named = (newer["content_metadata"] or {}).get("supersedes")
-    if isinstance(named, str):
-        named = [named]
-    if isinstance(named, list) and older["memory_key"] in named:
-        return True
-    return bool(newer["created_at"] > older["created_at"] and _same_subject(newer, older))
-
-
-def demote_superseded(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Drop each stale fact just below the newer fact that replaces it (rows: best first)."""
-    if len(rows) < 2:
-        return rows
-    changed = False
-    for older in rows:
-        for newer in rows:
-            if newer is not older and _supersedes(newer, older):
-                cap = newer["score"] * SUPERSEDED_FACTOR
-                if older["score"] > cap:
-                    older["score"] = cap
-                    changed = True
-    if changed:
-        rows.sort(key=lambda r: (-r["score"], -r["created_at"].timestamp()))
-    return rows
-
-
-# --------------------------------------------------------------------------------------------- MMR
-
-
-def _bigrams(text: str) -> frozenset[tuple[str, str]]:
-    words = _WORD_RE.findall(text.lower())
-    return frozenset(itertools.pairwise(words)) if len(words) > 1 else frozenset((w, "") for w in words)
-
-
-def mmr_rerank(rows: list[dict[str, Any]], limit: int, lam: float) -> list[dict[str, Any]]:
-    """Maximal marginal relevance: ``lam * score - (1 - lam) * max Jaccard(word bigrams) to picked rows``."""
-    if not 0.0 <= lam <= 1.0:
-        raise ValueError("mmr must be between 0 and 1")
-    grams = [_bigrams(f"{r['description']} {r.get('snippet') or ''}") for r in rows]
-    picked: list[int] = []
-    left = list(range(len(rows)))
-    while left and len(picked) < limit:
-
-        def value(i: int) -> float:
-            sim = max((_jaccard(grams[i], grams[j]) for j in picked), default=0.0)
-            return float(lam * rows[i]["score"] - (1.0 - lam) * sim)
-
-        best = max(left, key=value)
-        picked.append(best)
-        left.remove(best)
-    return [rows[i] for i in picked]
-
-
-def _jaccard(a: frozenset[Any], b: frozenset[Any]) -> float:
-    if not a or not b:
-        return 0.0
-    return len(a & b) / len(a | b)
