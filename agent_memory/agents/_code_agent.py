@@ -2,8 +2,8 @@
 
 It is an :class:`autogen_agentchat.agents.AssistantAgent` with
 
-* a system prompt that teaches the ``[MemoryRef: <key> - <description> - <N> tokens]`` convention (seed 001
-  section 6.2): stored content is not shown in full, read it with ``retrieve_memory`` (grep / line range /
+* a system prompt that teaches the ``[MemoryRef: <key> - <description> - <N> tokens]`` convention: stored
+  content is not shown in full, read it with ``retrieve_memory`` (grep / line range /
   head / tail), find earlier things with ``search_memory``, keep facts with ``store_memory``;
 * the memory tools bound to the user (``agent_memory.tools.memory_tools``), unless tools are given;
 * ``model_context=`` for any ``ChatCompletionContext`` — typically a ``MemoryContext``. The system message
