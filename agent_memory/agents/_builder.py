@@ -54,6 +54,7 @@ from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, TextMess
 from autogen_agentchat.teams import BaseGroupChat, RoundRobinGroupChat, SelectorGroupChat
 from autogen_core import AgentRuntime, CancellationToken
 from autogen_core.code_executor import CodeExecutor
+from autogen_core.memory import Memory
 from autogen_core.model_context import ChatCompletionContext
 from autogen_core.models import ChatCompletionClient
 from autogen_core.tools import BaseTool
@@ -73,6 +74,39 @@ from ._spec import DEFAULT_TEAM_SPEC, TeamSpec
 
 _CODE_BLOCK_RE = re.compile(r"```[ \t]*(python|py|bash|sh|shell)[ \t]*\n", re.IGNORECASE)
 REQUEST_OVERHEAD_TOKENS = 64  # per-message framing and the reply priming the API adds around the context
+
+
+class BuilderHook:
+    """A plug-in of every :class:`AgentBuilder`: extends the coder, sees the team's executor, follows each run.
+
+    Hooks import the builder and register with :func:`register_builder_hook`; the builder never imports them
+    (the skills hook, ``agents/_skills_hook.py``, is one). Each method's default does nothing.
+    """
+
+    def code_agent_parts(
+        self, builder: AgentBuilder, agent_name: str, thread_id: str, tools: list[BaseTool[Any, Any]], prompt: str
+    ) -> tuple[list[BaseTool[Any, Any]], str]:
+        """The coder's tools and system prompt, extended."""
+        return tools, prompt
+
+    def code_agent_memory(self, builder: AgentBuilder, agent_name: str, thread_id: str) -> list[Memory]:
+        """AutoGen ``Memory`` objects for the coder (they may add to its context before each model call)."""
+        return []
+
+    def executor_ready(self, builder: AgentBuilder, agent_name: str, thread_id: str, executor: CodeExecutor) -> None:
+        """The team's code executor, once built."""
+
+    async def after_run(self, session: AgentSession, task: str | BaseChatMessage, result: TaskResult) -> None:
+        """Called after each run of a session, with its result."""
+
+
+BUILDER_HOOKS: list[BuilderHook] = []
+
+
+def register_builder_hook(hook: BuilderHook) -> None:
+    """Plug ``hook`` into every AgentBuilder (once)."""
+    if hook not in BUILDER_HOOKS:
+        BUILDER_HOOKS.append(hook)
 
 
 def has_code_block(text: str) -> bool:
@@ -135,10 +169,9 @@ class AgentSession:
                 for event in self._new_context_events(seen):
                     yield event
                 yield item
-                if isinstance(item, TaskResult):  # learn from the run (skills_agents.py); off by default
-                    from ._skills_hook import learn_after_run
-
-                    await learn_after_run(self, task, item)
+                if isinstance(item, TaskResult):  # e.g. learn skills from the run (agents/_skills_hook.py)
+                    for hook in BUILDER_HOOKS:
+                        await hook.after_run(self, task, item)
         finally:
             self._token = None
 
@@ -316,9 +349,9 @@ class AgentBuilder:
         prompt = spec.system_message if spec.system_message is not None else CODE_AGENT_SYSTEM_MESSAGE
         if spec.extra_instructions:
             prompt = f"{prompt.rstrip()}\n\n{spec.extra_instructions.strip()}\n"
-        from ._skills_hook import add_procedural_memory, skill_hints_for  # skills (skills_agents.py); off by default
-
-        tools, prompt = add_procedural_memory(self, spec.name, thread_id, tools, prompt)
+        for hook in BUILDER_HOOKS:  # e.g. learned skills (agents/_skills_hook.py); off by default
+            tools, prompt = hook.code_agent_parts(self, spec.name, thread_id, tools, prompt)
+        memory = [m for hook in BUILDER_HOOKS for m in hook.code_agent_memory(self, spec.name, thread_id)]
         reserved = (
             count_tokens(prompt) + sum(count_tokens(json.dumps(t.schema)) for t in tools) + REQUEST_OVERHEAD_TOKENS
         )
@@ -331,7 +364,7 @@ class AgentBuilder:
             system_message=prompt,
             max_tool_iterations=spec.max_tool_iterations,
             model_client_stream=spec.model_client_stream,
-            memory=skill_hints_for(self, spec.name, thread_id),  # learned-skill hints; None when disabled
+            memory=memory or None,  # e.g. learned-skill hints; none when no hook adds any
         )
 
     def build_executor_agent(self, thread_id: str, code_executor: CodeExecutor) -> ExecutorAgent:
@@ -397,9 +430,8 @@ class AgentBuilder:
         thread_id = thread_id or uuid.uuid4().hex
         code_executor = self.build_code_executor(thread_id)
         code_agent = await self.build_code_agent(thread_id)
-        from ._skills_hook import attach_executor  # learned skills run in this same sandbox (when enabled)
-
-        attach_executor(self, self.spec.code_agent.name, thread_id, code_executor)
+        for hook in BUILDER_HOOKS:  # e.g. learned skills run in this same sandbox
+            hook.executor_ready(self, self.spec.code_agent.name, thread_id, code_executor)
         executor_agent = self.build_executor_agent(thread_id, code_executor)
         team = self.build_team(code_agent, executor_agent)
         work_dir = getattr(code_executor, "work_dir", None)

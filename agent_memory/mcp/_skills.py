@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 
 # Module level: FastMCP evaluates the tools' annotations against this module's globals.
 AGENT_FIELD = Field(description="the skill's agent (needed when several agents have a skill of this name)")
+SkillName = Annotated[str, Field(description="skill name")]
+SkillAgent = Annotated[str | None, AGENT_FIELD]
 SKILL_TOOL_NAMES = ("list_skills", "show_skill", "approve_skill", "reject_skill", "disable_skill", "export_skill")
 
 
@@ -165,9 +167,7 @@ def register_skill_tools(
     @mcp.tool(title="Show a skill", annotations=read_only,
               description="One skill: description, parameters, track record, version history and code.")  # fmt: skip
     async def show_skill(
-        name: Annotated[str, Field(description="skill name")],
-        ctx: Context[Any, Any, Any],
-        agent: Annotated[str | None, AGENT_FIELD] = None,
+        name: SkillName, ctx: Context[Any, Any, Any], agent: SkillAgent = None
     ) -> Annotated[CallToolResult, SkillDetail]:
         user, owner = await locate(ctx, name, agent)
         try:
@@ -185,9 +185,7 @@ def register_skill_tools(
 
     def status_tool(tool_name: str, status: SkillStatus, text: str) -> None:
         async def set_status(
-            name: Annotated[str, Field(description="skill name")],
-            ctx: Context[Any, Any, Any],
-            agent: Annotated[str | None, AGENT_FIELD] = None,
+            name: SkillName, ctx: Context[Any, Any, Any], agent: SkillAgent = None
         ) -> Annotated[CallToolResult, SkillStatusResult]:
             user, owner = await locate(ctx, name, agent)
             return _result(SkillStatusResult(skill=SkillInfo.of(await registry.set_status(user, owner, name, status))))
@@ -202,9 +200,7 @@ def register_skill_tools(
               description="A skill as an Agent Skills folder: SKILL.md (YAML front matter + instructions) and its "
               "script, returned as files.")  # fmt: skip
     async def export_skill(
-        name: Annotated[str, Field(description="skill name")],
-        ctx: Context[Any, Any, Any],
-        agent: Annotated[str | None, AGENT_FIELD] = None,
+        name: SkillName, ctx: Context[Any, Any, Any], agent: SkillAgent = None
     ) -> Annotated[CallToolResult, SkillExport]:
         user, owner = await locate(ctx, name, agent)
         skill = await registry.get(user, owner, name)

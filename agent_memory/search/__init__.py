@@ -24,6 +24,7 @@ from ._fusion import (
     noisy_or,
 )
 from ._hybrid import DEFAULT_MIN_SCORE, MEMORY_ITEM_COLUMNS, SearchOptions, hybrid_search, negated_words
+from ._skills import SKILL_COLUMNS, rank_skills
 from ._worker import EmbeddingService, embedding_text, vector_index_name, vector_literal
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "DEFAULT_MIN_SCORE",
     "MEMORY_ITEM_COLUMNS",
     "RRF_K",
+    "SKILL_COLUMNS",
     "TRIGRAM_MAX_WORDS",
     "TRIGRAM_THRESHOLD",
     "Embedder",
@@ -49,6 +51,7 @@ __all__ = [
     "mmr_rerank",
     "negated_words",
     "noisy_or",
+    "rank_skills",
     "vector_index_name",
     "vector_literal",
 ]

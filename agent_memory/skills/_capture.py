@@ -1,4 +1,4 @@
-"""Capture: turn code that worked into a skill draft (seed 004 "success capture"), deterministically.
+"""Capture: turn code that worked into a skill draft ("success capture"), deterministically.
 
 Deterministic rules (no model needed):
 
@@ -28,7 +28,7 @@ import hashlib
 import json
 import logging
 import re
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from autogen_core.models import ChatCompletionClient, LLMMessage, SystemMessage, UserMessage
 
@@ -44,7 +44,7 @@ from ._code import (
     strip_driver,
     top_level_functions,
 )
-from ._procedural import SUCCESS_TAG, SkillDraft
+from ._models import SUCCESS_TAG, SkillDraft
 
 log = logging.getLogger(__name__)
 
@@ -150,22 +150,28 @@ async def llm_generalise(
     )  # fmt: skip
 
 
+class DraftOptions(TypedDict, total=False):
+    """How to draft a skill from a success: ``language`` (default python), the skill's ``name`` and
+    ``description`` (default: from the code and the task), and the run's ``output`` (shown to the model)."""
+
+    language: str
+    name: str | None
+    description: str | None
+    output: str | None
+
+
 async def propose_from_success(
-    task: str,
-    code: str,
-    *,
-    language: str = "python",
-    name: str | None = None,
-    description: str | None = None,
-    output: str | None = None,
-    model_client: ChatCompletionClient | None = None,
+    task: str, code: str, *, model_client: ChatCompletionClient | None = None, **options: Unpack[DraftOptions]
 ) -> SkillDraft:
     """A skill draft from code that worked for ``task``; see the module docstring."""
-    draft = deterministic_draft(task, code, language=language, name=name, description=description)
+    language = options.get("language", "python")
+    draft = deterministic_draft(
+        task, code, language=language, name=options.get("name"), description=options.get("description")
+    )
     if model_client is None or language != "python":
         return draft
     try:
-        return await llm_generalise(task, draft, code, output, model_client)
+        return await llm_generalise(task, draft, code, options.get("output"), model_client)
     except Exception as exc:  # the model is an improvement, never a requirement
         log.info("skill generalisation by the model failed (%s); using the deterministic draft", exc)
         return draft

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from ._code import identifier
-from ._procedural import Skill, SkillDraft, SkillError
+from ._models import Skill, SkillDraft, SkillError
 
 SKILL_FILE = "SKILL.md"
 

@@ -2,18 +2,17 @@
 
 Gated by :class:`~agent_memory.skills.ProceduralMemorySettings`: with ``enabled=False`` (the default)
 :func:`skill_tools` returns ``[]`` and :func:`skills_system_message` returns ``""``, so an agent built with them
-is exactly the agent built without them (seed 000 section 3.3). ``auto_register_skills=False`` leaves out
+is exactly the agent built without them. ``auto_register_skills=False`` leaves out
 ``register_skill`` (skills then come from operators: import, CLI).
 
 The tools are bound to one :class:`~agent_memory.skills.ProceduralMemory` (one user and agent): no argument the
 model writes can name a user or an agent. Errors (unknown skill, invalid parameters, pending approval) come back as
 the tool's text, written for the model to act on. Results tell the model to say when a learned skill was used or
-created (seed 000 section 4.4).
+created, so the user knows where an answer came from.
 
 Example:
     >>> from autogen_agentchat.agents import AssistantAgent
-    >>> from agent_memory.skills._procedural import ProceduralMemory, ProceduralMemorySettings
-    >>> from agent_memory.skills._tools import skill_tools, skills_system_message
+    >>> from agent_memory.skills import ProceduralMemory, ProceduralMemorySettings, skill_tools, skills_system_message
     >>> skills = ProceduralMemory(store, user_id="alice", agent_id="coder",  # doctest: +SKIP
     ...                           settings=ProceduralMemorySettings(enabled=True))
     >>> agent = AssistantAgent("coder", model_client=client, tools=skill_tools(skills),  # doctest: +SKIP
@@ -30,7 +29,8 @@ from autogen_core.tools import FunctionTool
 from pydantic import BaseModel, Field
 
 from ..errors import MemoryNotFound
-from ._procedural import Lesson, ProceduralMemory, ProceduralMemorySettings, RegisterResult, SkillError, SkillRun
+from ._models import Lesson, ProceduralMemorySettings, RegisterResult, SkillError, SkillRun
+from ._procedural import ProceduralMemory
 
 SKILLS_PROMPT = """
 

@@ -224,7 +224,7 @@ async def test_skill_hints_note_only_user_requests_that_match_once(
     from agent_memory.agents import SkillHints
     from agent_memory.skills import ProceduralMemory
 
-    skills = ProceduralMemory(store, user_id=user_id, agent_id="coder", settings=ENABLED, work_dir=tmp_path)
+    skills = ProceduralMemory(store, user_id=user_id, agent_id="coder", settings=ENABLED)  # hints only: no runs
     await skills.register_skill("sum_of_squares", "Sum of the squares of the integers from 1 to n", FUNCTION)
     hints = SkillHints(skills)
     context = UnboundedChatCompletionContext()

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from support.skills import procedural_memory
+
 from agent_memory import MemoryStore
 from agent_memory.skills import ProceduralMemory, ProceduralMemorySettings
 
@@ -20,8 +22,8 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 async def pending_skill(store: MemoryStore, user: str, tmp_path: Path, agent: str = "coder") -> ProceduralMemory:
-    skills = ProceduralMemory(store, user_id=user, agent_id=agent, work_dir=tmp_path / "sandbox",
-                              settings=ProceduralMemorySettings(require_skill_approval=True))  # fmt: skip
+    skills = procedural_memory(store, user, agent, work_dir=tmp_path / "sandbox",
+                               settings=ProceduralMemorySettings(require_skill_approval=True))  # fmt: skip
     await skills.register_skill("add_numbers", "Add two integers", ADD, tags=["math"])
     return skills
 
@@ -91,7 +93,7 @@ async def test_export_then_import_for_another_user(
     assert json.loads(imported.stdout) == [
         {"name": "add_numbers", "action": "created", "version": 1, "status": "active"}
     ]
-    theirs = ProceduralMemory(store, user_id=other_user_id, agent_id="helper", work_dir=tmp_path / "s2")
+    theirs = procedural_memory(store, other_user_id, "helper", work_dir=tmp_path / "s2")
     assert (await theirs.get_skill("add_numbers")).code == ADD
     assert run("import", str(tmp_path / "nowhere"), "--user", other_user_id, "--agent", "helper").returncode == 2
 

@@ -11,6 +11,7 @@ import pytest
 from mcp import ClientSession
 from mcp.shared.memory import create_connected_server_and_client_session
 from mcp.types import TextContent
+from support.skills import procedural_memory
 
 from agent_memory import MemoryStore
 from agent_memory.mcp import SKILL_TOOL_NAMES, create_server
@@ -38,8 +39,8 @@ def skills_enabled(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def pending(store: MemoryStore, user: str, tmp_path: Path) -> ProceduralMemory:
-    skills = ProceduralMemory(store, user_id=user, agent_id="coder", work_dir=tmp_path,
-                              settings=ProceduralMemorySettings(require_skill_approval=True))  # fmt: skip
+    skills = procedural_memory(store, user, work_dir=tmp_path,
+                               settings=ProceduralMemorySettings(require_skill_approval=True))  # fmt: skip
     await skills.register_skill("add_numbers", "Add two integers", ADD)
     return skills
 

@@ -6,8 +6,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from support.skills import procedural_memory
 
 from agent_memory import MemoryStore
+from agent_memory.agents import LocalProcessGroupExecutor
 from agent_memory.skills import (
     ProceduralMemory,
     ProceduralMemorySettings,
@@ -35,8 +37,8 @@ def count_words_fast(text: str) -> dict:
 
 
 def memory(store: MemoryStore, user: str, tmp_path: Path, agent: str = "coder", **settings: object) -> ProceduralMemory:
-    return ProceduralMemory(
-        store, user_id=user, agent_id=agent, settings=ProceduralMemorySettings(**settings), work_dir=tmp_path / user
+    return procedural_memory(
+        store, user, agent, settings=ProceduralMemorySettings(**settings), work_dir=tmp_path / user
     )
 
 
@@ -106,6 +108,18 @@ async def test_invalid_parameters_are_refused_before_anything_runs(
     with pytest.raises(SkillError, match="Additional properties"):
         await skills.use_skill("count_words", {"text": "a", "colour": "red"})
     assert (await skills.get_skill("count_words")).execution_count == 0
+
+
+async def test_without_an_executor_nothing_runs_and_the_error_says_how_to_hand_one_in(
+    store: MemoryStore, user_id: str, tmp_path: Path
+) -> None:
+    skills = ProceduralMemory(store, user_id=user_id, agent_id="coder")  # no executor handed in
+    await skills.register_skill("count_words", "Count words", COUNT_WORDS)
+    with pytest.raises(SkillError, match=r"no executor to run skills in: hand one in with .*executor=.*use_executor"):
+        await skills.use_skill("count_words", {"text": "a b"})
+    assert (await skills.get_skill("count_words")).execution_count == 0
+    skills.use_executor(LocalProcessGroupExecutor(timeout=10, work_dir=tmp_path / "late"))
+    assert (await skills.use_skill("count_words", {"text": "a b"})).success
 
 
 async def test_approval_required_gates_use_until_approved(store: MemoryStore, user_id: str, tmp_path: Path) -> None:

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import yaml
 from support.scripted_llm import Reply, ScriptedLLM, scripted_llm  # noqa: F401  (fixture)
+from support.skills import procedural_memory
 
 from agent_memory import MemoryStore
-from agent_memory.skills import ProceduralMemory, ProceduralMemorySettings, read_skill_folder
+from agent_memory.skills import ProceduralMemory, read_skill_folder
 
 WORKED = """\
 import csv
@@ -25,15 +26,14 @@ print(column_total("sales.csv", "amount"))
 
 
 def memory(store: MemoryStore, user: str, tmp_path: Path, agent: str = "coder", **kwargs: object) -> ProceduralMemory:
-    return ProceduralMemory(store, user_id=user, agent_id=agent, settings=ProceduralMemorySettings(),
-                            work_dir=tmp_path / "sandbox", **kwargs)  # type: ignore[arg-type]  # fmt: skip
+    return procedural_memory(store, user, agent, work_dir=tmp_path / "sandbox", **kwargs)
 
 
 async def test_success_capture_freezes_the_function_and_keeps_the_inputs_as_defaults(
     store: MemoryStore, user_id: str, tmp_path: Path
 ) -> None:
     skills = memory(store, user_id, tmp_path)
-    (tmp_path / "sandbox").mkdir()
+    (tmp_path / "sandbox").mkdir(exist_ok=True)  # the executor made it
     (tmp_path / "sandbox" / "sales.csv").write_text("amount,region\n10.5,eu\n4.5,us\n")
     draft = await skills.propose_skill_from_success("total the amount column of sales.csv", WORKED)
     assert draft.name == "column_total"

@@ -9,10 +9,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import BaseModel
+from support.skills import procedural_memory
 
 from agent_memory import MemoryStore
 from agent_memory.search import Embedder, EmbeddingError
-from agent_memory.skills import ProceduralMemory, ProceduralMemorySettings
+from agent_memory.skills import ProceduralMemory
 
 COUNT_WORDS = "def count_words(text: str) -> int:\n    return len(text.split())\n"
 SYNONYMS = {"tally": "count", "tokens": "words", "token": "words", "word": "words", "passage": "text"}
@@ -56,8 +57,7 @@ class ConceptEmbedder(Embedder):
 
 
 def memory(store: MemoryStore, user: str, tmp_path: Path, embedder: Embedder | None) -> ProceduralMemory:
-    return ProceduralMemory(store, user_id=user, agent_id="coder", settings=ProceduralMemorySettings(),
-                            work_dir=tmp_path, embedder=embedder)  # fmt: skip
+    return procedural_memory(store, user, work_dir=tmp_path, embedder=embedder)
 
 
 async def test_a_paraphrase_finds_the_skill_only_with_an_embedder(

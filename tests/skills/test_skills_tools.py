@@ -9,6 +9,7 @@ from autogen_agentchat.agents import AssistantAgent
 from autogen_core import CancellationToken
 from autogen_core.tools import FunctionTool
 from support.scripted_llm import Reply, ScriptedLLM, scripted_llm  # noqa: F401  (fixture)
+from support.skills import procedural_memory
 
 from agent_memory import MemoryStore
 from agent_memory.skills import ProceduralMemory, ProceduralMemorySettings, skill_tools, skills_system_message
@@ -17,8 +18,7 @@ ADD = "def add_numbers(a: int, b: int) -> int:\n    return a + b\n"
 
 
 def memory(store: MemoryStore, user: str, tmp_path: Path, **settings: Any) -> ProceduralMemory:
-    return ProceduralMemory(store, user_id=user, agent_id="coder", settings=ProceduralMemorySettings(**settings),
-                            work_dir=tmp_path / "sandbox")  # fmt: skip
+    return procedural_memory(store, user, settings=ProceduralMemorySettings(**settings), work_dir=tmp_path / "sandbox")
 
 
 def by_name(tools: list[FunctionTool]) -> dict[str, FunctionTool]:
