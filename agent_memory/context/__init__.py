@@ -1,12 +1,18 @@
-"""The context wing of agent-memory."""
+"""The context wing of agent-memory: MemoryContext and the one offloader (also used by the executor)."""
 
 from ._budget import message_tokens
 from ._compaction import describe, excerpt
-from ._context import MemoryContext, MemoryContextConfig, placeholders_in
+from ._config import MemoryContextConfig
+from ._context import MemoryContext, placeholders_in
+from ._offload import DB_UNAVAILABLE_ERRORS, Offloader
+from ._state import OffloadedPart
 
 __all__ = [
+    "DB_UNAVAILABLE_ERRORS",
     "MemoryContext",
     "MemoryContextConfig",
+    "OffloadedPart",
+    "Offloader",
     "describe",
     "excerpt",
     "message_tokens",

@@ -1,11 +1,11 @@
-"""What a :class:`~agent_memory.context.MemoryContext` remembers, and how it is saved to PostgreSQL.
+"""What a :class:`~agent_memory.context.MemoryContext` remembers (plain data; saved by the store wing).
 
 The state is a list of :class:`ContextEntry`: each is a message as it was added, except that every big
 piece of it (a slot: the string content, a text part of a multi-part user message, one function result)
 was offloaded to the store and is described by an :class:`OffloadedPart` (key, token count, description,
 excerpt). The state is plain JSON, so ``save_state()``/``load_state()`` round-trip through ``json.dumps``,
-and a thread's state is kept in table ``agent_memory_contexts`` (sql/postgresdb.sql, section 2) keyed by
-(user, thread, agent) so a resumed thread rebuilds exactly the same context.
+and :class:`agent_memory.store.ContextStates` keeps a thread's state (a header and one row per entry) keyed
+by (user, thread, agent), so a resumed thread rebuilds exactly the same context.
 
 Example:
     >>> from autogen_core.models import UserMessage
@@ -16,17 +16,13 @@ Example:
 
 from __future__ import annotations
 
-import base64
-import json
-import logging
+from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
-import asyncpg
 from autogen_core.models import LLMMessage, SystemMessage
 from pydantic import BaseModel, Field
 
 STATE_VERSION = 1
-log = logging.getLogger(__name__)
 
 
 class OffloadedPart(BaseModel):
@@ -138,149 +134,27 @@ class StateChanges:
         self.deletes.clear()
 
 
-_USER_ID_SQL = """
-WITH found AS (SELECT id FROM "User" WHERE identifier = $1),
-created AS (
-    INSERT INTO "User" (identifier) SELECT $1 WHERE NOT EXISTS (SELECT 1 FROM found)
-    ON CONFLICT (identifier) DO NOTHING RETURNING id
-)
-SELECT coalesce((SELECT id FROM found), (SELECT id FROM created))
-"""
+class EntryJson(Mapping[int, dict[str, Any]]):
+    """The JSON of a state's entries by id, computed only for the ids read (a save writes only what changed)."""
 
-_HEADER_SQL = """
-INSERT INTO agent_memory_contexts (user_id, thread_id, agent_key, state, revision, updated_at)
-VALUES ($1, $2, $3, $4, 1, now())
-ON CONFLICT (user_id, thread_id, agent_key)
-DO UPDATE SET state = EXCLUDED.state, revision = agent_memory_contexts.revision + 1, updated_at = now()
-RETURNING revision
-"""
+    def __init__(self, entries: list[ContextEntry]) -> None:
+        self._by_id = {e.id: e for e in entries}
 
-_LOCK_HEADER_SQL = """
-SELECT revision FROM agent_memory_contexts WHERE user_id = $1 AND thread_id = $2 AND agent_key = $3 FOR UPDATE
-"""
+    def __getitem__(self, entry_id: int) -> dict[str, Any]:
+        return self._by_id[entry_id].model_dump(mode="json")
 
-_UPSERT_ENTRY_SQL = """
-INSERT INTO agent_memory_context_entries (user_id, thread_id, agent_key, entry_id, entry)
-VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (user_id, thread_id, agent_key, entry_id) DO UPDATE SET entry = EXCLUDED.entry
-"""
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._by_id)
 
-_LOAD_HEADER_SQL = """
-SELECT c.user_id, c.state, c.revision FROM agent_memory_contexts c JOIN "User" u ON u.id = c.user_id
-WHERE u.identifier = $1 AND c.thread_id = $2 AND c.agent_key = $3
-"""
-
-_LOAD_ENTRIES_SQL = """
-SELECT entry FROM agent_memory_context_entries
-WHERE user_id = $1 AND thread_id = $2 AND agent_key = $3 ORDER BY entry_id
-"""
-
-_DELETE_SQL = """
-DELETE FROM agent_memory_contexts c USING "User" u
-WHERE u.id = c.user_id AND u.identifier = $1 AND c.thread_id = $2 AND c.agent_key = $3
-"""
+    def __len__(self) -> int:
+        return len(self._by_id)
 
 
-_PACKED = "utf8_surrogatepass_b64"
-
-
-def encode_entry(entry: ContextEntry) -> dict[str, Any]:
-    """The entry as JSONB. A message with NUL characters or lone surrogates (valid in a Python ``str``, refused
-    by JSONB) is packed as base64 of its JSON text, so the context still saves and resumes it exactly."""
-    data = entry.model_dump(mode="json")
-    text = json.dumps(data, ensure_ascii=False)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        pass
-    else:
-        if "\\u0000" not in text:  # JSONB refuses NUL characters too
-            return data
-    return {_PACKED: base64.b64encode(text.encode("utf-8", "surrogatepass")).decode("ascii")}
-
-
-def decode_entry(data: dict[str, Any]) -> dict[str, Any]:
-    packed = data.get(_PACKED)
-    if isinstance(packed, str):
-        return dict(json.loads(base64.b64decode(packed).decode("utf-8", "surrogatepass")))
-    return data
-
-
-async def save_context_state(
-    pool: asyncpg.Pool,
-    user_id: str,
-    thread_id: str,
-    agent_id: str | None,
-    state: ContextState,
-    changes: StateChanges,
-) -> None:
-    """Write the header and the changed entries of (user, thread, agent) in one transaction."""
-    agent_key = agent_id or ""
-    by_id = {e.id: e for e in state.entries}
-    async with pool.acquire() as conn, conn.transaction():
-        owner = None
-        for _attempt in range(3):  # NULL when another session created the user concurrently: read it again
-            owner = await conn.fetchval(_USER_ID_SQL, user_id)
-            if owner is not None:
-                break
-        if owner is None:
-            raise RuntimeError("could not save the context state: the user row could not be created")
-        current = await conn.fetchval(_LOCK_HEADER_SQL, owner, thread_id, agent_key)
-        # Another context object wrote this thread since we last did (two tabs on one thread): writing only
-        # our changes would interleave two conversations, so rewrite ours whole (the last writer wins).
-        replace_all = changes.replace_all or current is None or current != changes.revision
-        if replace_all and current is not None and changes.revision is not None and not changes.replace_all:
-            log.warning(
-                "context %s/%s was saved by another writer; rewriting it with this one's state", thread_id, agent_key
-            )
-        changes.revision = await conn.fetchval(_HEADER_SQL, owner, thread_id, agent_key, state.header())
-        if replace_all:
-            await conn.execute(
-                "DELETE FROM agent_memory_context_entries WHERE user_id = $1 AND thread_id = $2 AND agent_key = $3",
-                owner,
-                thread_id,
-                agent_key,
-            )
-            upserts = list(by_id)
-        else:
-            if changes.deletes:
-                await conn.execute(
-                    """DELETE FROM agent_memory_context_entries
-                       WHERE user_id = $1 AND thread_id = $2 AND agent_key = $3 AND entry_id = ANY($4::bigint[])""",
-                    owner,
-                    thread_id,
-                    agent_key,
-                    sorted(changes.deletes),
-                )
-            upserts = [i for i in sorted(changes.upserts) if i in by_id]
-        if upserts:
-            await conn.executemany(
-                _UPSERT_ENTRY_SQL,
-                [(owner, thread_id, agent_key, i, encode_entry(by_id[i])) for i in upserts],
-            )
-
-
-async def load_context_state(
-    pool: asyncpg.Pool, user_id: str, thread_id: str, agent_id: str | None, changes: StateChanges | None = None
-) -> ContextState | None:
-    """The saved state of (user, thread, agent), or ``None``. Filters by user in SQL."""
-    agent_key = agent_id or ""
-    async with pool.acquire() as conn:
-        row = await conn.fetchrow(_LOAD_HEADER_SQL, user_id, thread_id, agent_key)
-        if row is None:
-            return None
-        if changes is not None:
-            changes.clear()
-            changes.revision = int(row["revision"])
-        header = dict(row["state"])
-        rows = await conn.fetch(_LOAD_ENTRIES_SQL, row["user_id"], thread_id, agent_key)
-    legacy = header.pop("entries", None) or []  # states saved whole by earlier versions
-    entries = [decode_entry(r["entry"]) for r in rows] if rows else legacy
-    state = ContextState.model_validate({**header, "entries": entries})
+def state_from_saved(header: dict[str, Any], entries: list[dict[str, Any]]) -> ContextState:
+    """A state from its saved header and entry rows (states saved whole by earlier versions keep their
+    entries inside the header)."""
+    header = dict(header)
+    legacy = header.pop("entries", None) or []
+    state = ContextState.model_validate({**header, "entries": entries or legacy})
     state.assign_ids()
     return state
-
-
-async def delete_context_state(pool: asyncpg.Pool, user_id: str, thread_id: str, agent_id: str | None) -> None:
-    """Delete the saved state (its entries go with it: ON DELETE CASCADE)."""
-    await pool.execute(_DELETE_SQL, user_id, thread_id, agent_id or "")

@@ -22,6 +22,7 @@ import asyncio
 import hashlib
 import re
 import secrets
+from collections.abc import Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any
@@ -52,6 +53,7 @@ from ..validation import (
     check_user_id,
 )
 from ._db import Database
+from ._scoping import owned_by
 from ._transforms import apply_transforms, compile_pattern
 
 _KEY_PREFIXES = {
@@ -383,3 +385,43 @@ class MemoryStore:
             )
             await conn.execute('DELETE FROM "User" WHERE identifier = $1', user_id)
         return int(count or 0)
+
+    # ------------------------------------------------------------------ recall (MemoryContext)
+
+    async def standing_memories(
+        self, *, user_id: str, limit: int = 50, content_chars: int = 2000
+    ) -> Sequence[tuple[MemoryItem, str]]:
+        """The user's preferences and facts (``user_preference``, ``user_fact``), newest first, each with the
+        first ``content_chars`` characters of its content (the user layer of a MemoryContext)."""
+        user_id = check_user_id(user_id)
+        rows = await self.db.pool.fetch(
+            f"""SELECT {MEMORY_ITEM_COLUMNS}, left(m.content, $3) AS head, m.content_encoding
+                FROM agent_memories m
+                WHERE {owned_by("m")} AND m.is_active AND m.memory_type IN ('user_preference', 'user_fact')
+                ORDER BY m.created_at DESC, m.memory_key LIMIT $2""",
+            user_id,
+            limit,
+            content_chars,
+        )
+        return [(item_from_row(r), decode_content(r["head"], r["content_encoding"])) for r in rows]
+
+    async def keys_containing(
+        self, needles: Sequence[str], *, user_id: str, keys: Sequence[str], scan_chars: int = 1_000_000
+    ) -> dict[str, set[str]]:
+        """For each of the user's ``keys``, which ``needles`` (lower case) its content contains (case-insensitive,
+        within the first ``scan_chars`` characters). Keys without a hit, or not the user's, are left out."""
+        user_id = check_user_id(user_id)
+        if not needles or not keys:
+            return {}
+        rows = await self.db.pool.fetch(
+            f"""SELECT m.memory_key,
+                       ARRAY(SELECT i FROM unnest($3::text[]) AS i
+                             WHERE strpos(lower(left(m.content, $4)), i) > 0) AS hits
+                FROM agent_memories m
+                WHERE {owned_by("m")} AND m.memory_key = ANY($2::text[]) AND m.is_active""",
+            user_id,
+            list(keys),
+            list(needles),
+            scan_chars,
+        )
+        return {r["memory_key"]: set(r["hits"]) for r in rows if r["hits"]}

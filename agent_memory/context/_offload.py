@@ -1,0 +1,349 @@
+"""The one offloader: how big content leaves a conversation for the store, and what stays in its place.
+
+Both :class:`~agent_memory.context.MemoryContext` (every big piece of a message) and the executor agent
+(a big command output) go through :class:`Offloader`, so there is one description (:func:`describe`, or a
+model's one-liner), one excerpt (:func:`excerpt`), one placeholder (``format_memory_ref``) and one answer to
+"the database is down": the exact content stays inline (``pending_content``) and is stored later
+(:meth:`Offloader.store_pending`). Content the store refuses (over its size limit, lone surrogates) is not
+offloaded at all: it stays inline, never altered.
+
+Cost: the exact token count (tiktoken, which releases the GIL) and the text analysis run in parallel off
+the event loop, and the excerpts are built in a thread while the INSERT runs, so offloading a 100 KB output
+costs little more than counting it and inserting it.
+
+Example:
+    >>> part = OffloadedPart(slot=0, key="cmd_0123456789ab", tokens=900, description="pytest (80 lines)",
+    ...                      excerpt="collected 80 items\\n… [78 lines omitted] …\\nexit code: 1",
+    ...                      memory_type="command_output", compacted=True)
+    >>> print(part_text(part, compact=True))
+    [MemoryRef: cmd_0123456789ab - pytest (80 lines) - 900 tokens]
+    collected 80 items
+    … [78 lines omitted] …
+    exit code: 1
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable, Collection, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+from autogen_core import FunctionCall
+from autogen_core.models import (
+    AssistantMessage,
+    ChatCompletionClient,
+    FunctionExecutionResult,
+    FunctionExecutionResultMessage,
+    LLMMessage,
+    SystemMessage,
+    UserMessage,
+)
+
+from ..errors import DatabaseUnavailable
+from ..placeholders import format_memory_ref
+from ..store import MemoryStore
+from ..tokens import count_tokens
+from ._compaction import TextFacts, analyze, describe, excerpt, llm_description, message_identifiers, printable
+from ._state import ContextEntry, OffloadedPart
+
+log = logging.getLogger(__name__)
+
+# Failures that mean "the database is not reachable right now": content stays inline (pending) and is
+# offloaded later. Anything else (a bug, content the store refuses) is not swallowed silently.
+DB_UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    asyncio.TimeoutError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.OperatorInterventionError,
+    DatabaseUnavailable,
+)
+
+COMMAND_TOOL_RE = re.compile(r"(exec|shell|bash|command|run_code|python|terminal|code_execution|cmd|script)", re.I)
+# Above this size counting and analysing move off the event loop (a thread hop costs ~0.1 ms).
+_THREAD_CHARS = 20_000
+
+
+class Offloader:
+    """Stores big texts for one user (and agent/thread) and describes what stays in their place.
+
+    Args:
+        get_store: returns the store (a context opens its store on first use).
+        threshold_tokens: texts above this many tokens are offloaded.
+        excerpt_max_tokens: size of the excerpt kept with the placeholder.
+        first_use_max_tokens: size of the first-use view (the full text when it fits, else a larger
+            excerpt); 0: no first-use view.
+        model_client, llm_timeout_seconds: optional model for one-line descriptions (falls back to the
+            deterministic one on any failure).
+        offloaded_by: recorded in the metadata of every stored item.
+    """
+
+    def __init__(
+        self,
+        get_store: Callable[[], Awaitable[MemoryStore]],
+        *,
+        user_id: str,
+        agent_id: str | None,
+        thread_id: str | None,
+        threshold_tokens: int,
+        excerpt_max_tokens: int,
+        first_use_max_tokens: int = 0,
+        model_client: ChatCompletionClient | None = None,
+        llm_timeout_seconds: float = 10.0,
+        offloaded_by: str,
+    ) -> None:
+        self._get_store = get_store
+        self.user_id = user_id
+        self.agent_id = agent_id
+        self.thread_id = thread_id
+        self.threshold_tokens = threshold_tokens
+        self.excerpt_max_tokens = excerpt_max_tokens
+        self.first_use_max_tokens = first_use_max_tokens
+        self.model_client = model_client
+        self.llm_timeout_seconds = llm_timeout_seconds
+        self.offloaded_by = offloaded_by
+
+    async def offload(
+        self,
+        text: str,
+        *,
+        memory_type: str,
+        metadata: Mapping[str, Any] | None = None,
+        slot: int = 0,
+        kind: str | None = None,
+        tool_name: str | None = None,
+        arguments: Any = None,
+    ) -> OffloadedPart | None:
+        """Store ``text`` when it is above the threshold; the part that describes it, or ``None`` (kept inline).
+
+        The part has no ``key`` (``pending_content`` holds the text) when the database is unreachable.
+        """
+        threshold = self.threshold_tokens
+        # A token is at least one UTF-8 byte and a character at most four: short texts need no count.
+        if len(text) * 4 <= threshold:
+            return None
+        big = len(text) > _THREAD_CHARS
+        if big:
+            # The analysis (Python) runs while tiktoken (Rust, GIL released) counts.
+            tokens, facts = await asyncio.gather(
+                asyncio.to_thread(count_tokens, text), asyncio.to_thread(analyze, text)
+            )
+        else:
+            tokens = count_tokens(text)
+            if tokens <= threshold:
+                return None
+            facts = analyze(text)
+        if tokens <= threshold:
+            return None
+        # No token count in the description: the placeholder carries it.
+        args_for_description = arguments if isinstance(arguments, (dict, str)) else None
+        description = describe(text, tool_name=tool_name, arguments=args_for_description, kind=kind, facts=facts)
+        if self.model_client is not None:
+            description = await llm_description(
+                self.model_client,
+                text,
+                fallback=description,
+                hint=f"Source: {tool_name or kind or memory_type}",
+                timeout_seconds=self.llm_timeout_seconds,
+            )
+        description = printable(description)
+        meta = dict(metadata or {})
+        meta.update(
+            agent_id=self.agent_id,
+            thread_id=self.thread_id,
+            stored_at=datetime.now(UTC).isoformat(),
+            offloaded_by=self.offloaded_by,
+        )
+        part = OffloadedPart(
+            slot=slot,
+            tokens=tokens,
+            description=description,
+            excerpt="",
+            memory_type=memory_type,
+            metadata=meta,
+            # Cheap local identifiers; the content itself is matched in SQL when a user message arrives.
+            identifiers=sorted(
+                message_identifiers(f"{description}\n{json.dumps(arguments, default=str) if arguments else ''}")
+            ),
+        )
+        key: str | None = None
+        outcome: BaseException | None = None
+        if big:
+            # The excerpts are not part of the INSERT: build them in a thread while it runs. The store call
+            # goes first, so the query is on its way before the thread competes for the GIL.
+            stored = asyncio.ensure_future(self._store(text, part))
+            await asyncio.sleep(0)
+            views = asyncio.ensure_future(asyncio.to_thread(self._views, text, tokens, facts))
+            try:
+                await asyncio.wait([stored, views])
+            except asyncio.CancelledError:
+                stored.cancel()  # as an awaited INSERT would be
+                raise
+            self._apply_views(part, views.result())
+            outcome = stored.exception()
+            key = None if outcome is not None else stored.result()
+        else:
+            self._apply_views(part, self._views(text, tokens, facts))
+            try:
+                key = await self._store(text, part)
+            except DB_UNAVAILABLE_ERRORS as exc:
+                outcome = exc
+            except ValueError as exc:
+                outcome = exc
+        if isinstance(outcome, DB_UNAVAILABLE_ERRORS):
+            log.warning("database unreachable (%s): keeping %d tokens inline until it is back", outcome, tokens)
+            part.pending_content = text
+        elif isinstance(outcome, ValueError):
+            # The store refuses what it cannot keep exactly (lone surrogates, over the size limit). It must not
+            # be altered or lost here either: it stays inline, as an unbounded context would keep it.
+            log.warning("content not offloaded, kept inline: %s", outcome)
+            return None
+        elif outcome is not None:
+            raise outcome
+        part.key = key
+        return part
+
+    async def store_pending(self, part: OffloadedPart) -> None:
+        """Store a part kept inline while the database was down (raises the database's errors meanwhile)."""
+        if part.key is not None or part.pending_content is None:
+            return
+        part.key = await self._store(part.pending_content, part)
+        part.pending_content = None
+
+    def _views(self, text: str, tokens: int, facts: TextFacts) -> tuple[str, str | None, bool]:
+        """(excerpt, first-use view, whether the first-use view is the full text)."""
+        short = excerpt(text, max_tokens=self.excerpt_max_tokens, facts=facts)
+        cap = self.first_use_max_tokens
+        if cap <= 0:
+            return short, None, False
+        fits = tokens <= cap
+        return short, text if fits else excerpt(text, max_tokens=cap, facts=facts), fits
+
+    @staticmethod
+    def _apply_views(part: OffloadedPart, views: tuple[str, str | None, bool]) -> None:
+        part.excerpt, part.first_use, part.first_use_is_full = views
+
+    async def _store(self, text: str, part: OffloadedPart) -> str:
+        store = await self._get_store()
+        return await store.store(
+            text,
+            user_id=self.user_id,
+            description=part.description,
+            memory_type=part.memory_type,
+            agent_id=self.agent_id,
+            thread_id=self.thread_id,
+            metadata=part.metadata,
+            token_count=part.tokens,
+        )
+
+
+def part_text(part: OffloadedPart, compact: bool) -> str:
+    """What the model sees in place of an offloaded piece: its first-use view, or placeholder + excerpt."""
+    if part.key is None:  # pending: the exact content, inline, until the database is back
+        return part.pending_content or ""
+    ref = format_memory_ref(part.key, part.description, part.tokens)
+    if not compact and not part.compacted and part.first_use is not None:
+        if part.first_use_is_full:
+            note = "(shown in full this time; later turns show only the reference and an excerpt)"
+            return f"{ref} {note}\n{part.first_use}"
+        return (
+            f"{ref} (too big to show in full: excerpt below; retrieve_memory with lines=, grep=, head= or "
+            f"tail= reads any part)\n{part.first_use}"
+        )
+    # Compact form: the placeholder says how big the stored item is; the excerpt marks omitted lines.
+    return f"{ref}\n{part.excerpt}" if part.excerpt else ref
+
+
+def _parse_arguments(arguments: str) -> Any:
+    try:
+        return json.loads(arguments)
+    except (ValueError, TypeError):
+        return arguments
+
+
+def _cap_metadata_value(value: Any, max_chars: int = 2000) -> Any:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    if len(text) <= max_chars:
+        return value
+    return text[:max_chars] + f"… [{len(text) - max_chars} more characters]"
+
+
+async def intercept(
+    message: LLMMessage,
+    offloader: Offloader,
+    *,
+    calls: Mapping[str, FunctionCall],
+    skip_tools: Collection[str],
+) -> ContextEntry:
+    """The context entry for ``message``: each big piece offloaded, its slot emptied and described by a part.
+
+    ``calls`` are the recent function calls (to record a result's tool arguments); results of ``skip_tools``
+    are never offloaded (they already are capped views of the store).
+    """
+    if isinstance(message, SystemMessage):
+        return ContextEntry(message=message)
+    base_meta: dict[str, Any] = {"message_type": message.type}
+    if isinstance(message, UserMessage):
+        base_meta["source"] = message.source
+        # AutoGen hands other agents' messages to a context as UserMessage(source=<agent name>).
+        kind, memory_type = "user paste", "user_paste"
+        if message.source and not message.source.lower().startswith("user"):
+            kind = message.source
+            memory_type = "command_output" if COMMAND_TOOL_RE.search(message.source) else "agent_output"
+        if isinstance(message.content, str):
+            part = await offloader.offload(message.content, memory_type=memory_type, metadata=base_meta, kind=kind)
+            if part is None:
+                return ContextEntry(message=message)
+            return ContextEntry(message=message.model_copy(update={"content": ""}), parts=[part])
+        new_content: list[Any] = list(message.content)
+        parts: list[OffloadedPart] = []
+        for i, piece in enumerate(message.content):
+            if isinstance(piece, str):
+                part = await offloader.offload(piece, memory_type=memory_type, metadata=base_meta, slot=i, kind=kind)
+                if part is not None:
+                    parts.append(part)
+                    new_content[i] = ""
+        if not parts:
+            return ContextEntry(message=message)
+        return ContextEntry(message=message.model_copy(update={"content": new_content}), parts=parts)
+    if isinstance(message, AssistantMessage):
+        base_meta["source"] = message.source
+        if isinstance(message.content, str):
+            part = await offloader.offload(
+                message.content, memory_type="assistant_output", metadata=base_meta, kind="assistant"
+            )
+            if part is None:
+                return ContextEntry(message=message)
+            return ContextEntry(message=message.model_copy(update={"content": ""}), parts=[part])
+        return ContextEntry(message=message)  # function calls: arguments must stay valid JSON
+    results: list[FunctionExecutionResult] = list(message.content)
+    parts = []
+    for i, result in enumerate(message.content):
+        if result.name in skip_tools:
+            continue  # already a capped view of the store: offloading it again would hide it
+        call = calls.get(result.call_id)
+        meta = dict(base_meta, tool_name=result.name, call_id=result.call_id, is_error=result.is_error)
+        arguments: Any = None
+        if call is not None:
+            arguments = _parse_arguments(call.arguments)
+            meta["arguments"] = _cap_metadata_value(arguments)
+        memory_type = "command_output" if COMMAND_TOOL_RE.search(result.name or "") else "tool_result"
+        part = await offloader.offload(
+            result.content,
+            memory_type=memory_type,
+            metadata=meta,
+            slot=i,
+            tool_name=result.name or "tool",
+            arguments=arguments,
+        )
+        if part is not None:
+            parts.append(part)
+            results[i] = result.model_copy(update={"content": ""})
+    if not parts:
+        return ContextEntry(message=message)
+    return ContextEntry(message=FunctionExecutionResultMessage(content=results), parts=parts)
