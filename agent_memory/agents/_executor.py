@@ -1,4 +1,4 @@
-"""The executor: runs the CodeAgent's code blocks and stores big outputs itself (seed 001 section 6.1).
+"""The executor: runs the CodeAgent's code blocks and stores big outputs itself, before any agent sees them.
 
 Two parts:
 
@@ -8,10 +8,13 @@ Two parts:
   direct child as AutoGen's executor does; stdout and stderr are captured interleaved, as a terminal shows
   them, up to ``max_output_bytes`` (the rest is drained and counted, never buffered).
 * :class:`ExecutorAgent` — an AgentChat ``CodeExecutorAgent`` that, when an output is bigger than
-  ``offload_threshold_tokens``, stores the exact output with ``MemoryStore.store`` (``command_output``,
-  metadata: code, language, exit code, duration, thread) and posts only the placeholder + a short excerpt
-  + the exit status. No agent of the team (nor the UI reading the event stream) ever receives the raw
-  output; a :class:`MemoryStoredEvent` marks the moment it was stored.
+  ``offload_threshold_tokens``, stores the exact output through the context wing's one offloader
+  (:class:`~agent_memory.context.Offloader`: same description, excerpt and placeholder as MemoryContext;
+  ``command_output``, metadata: code, language, exit code, duration, thread) and posts only the placeholder
+  + a short excerpt + the exit status, so no agent of the team (nor the UI reading the event stream)
+  receives the raw output; a :class:`MemoryStoredEvent` marks the moment it was stored. While the database
+  is unreachable the offloader's one rule applies: the output is kept inline (posted as a small output
+  is) and the coder's MemoryContext offloads it once the database is back.
 
 Example:
     >>> from agent_memory.agents._executor import ExecutorAgent, LocalProcessGroupExecutor
@@ -52,10 +55,9 @@ from autogen_ext.code_executors._common import (
 from autogen_ext.code_executors.local import LocalCommandLineCodeExecutor
 from pydantic import BaseModel
 
-from ..context import describe, excerpt
+from ..context import Offloader
 from ..placeholders import format_memory_ref
 from ..store import MemoryStore
-from ..tokens import count_tokens
 from ._events import MemoryStoredEvent
 from ._sandbox import RunAs, SandboxIdentity, prepare_work_dir, resolve_sandbox
 
@@ -430,11 +432,18 @@ class ExecutorAgent(CodeExecutorAgent):
                 approval_func=approval_func,
             )
         self._store = store
-        self._user_id = user_id
-        self._thread_id = thread_id
-        self._agent_id = agent_id or name
-        self._offload_threshold_tokens = offload_threshold_tokens
-        self._excerpt_tokens = excerpt_tokens
+        self._offloader = Offloader(
+            self._get_store,
+            user_id=user_id,
+            agent_id=agent_id or name,
+            thread_id=thread_id,
+            threshold_tokens=offload_threshold_tokens,
+            excerpt_max_tokens=excerpt_tokens,
+            offloaded_by="ExecutorAgent",
+        )
+
+    async def _get_store(self) -> MemoryStore:
+        return self._store
 
     @property
     def code_executor(self) -> CodeExecutor:
@@ -487,16 +496,11 @@ class ExecutorAgent(CodeExecutorAgent):
         status = status_line(result)
         if not output.strip():
             return None, f"{status}\nThe script produced no output."
-        tokens = await asyncio.to_thread(count_tokens, output) if len(output) > 100_000 else count_tokens(output)
-        if tokens <= self._offload_threshold_tokens:
-            return None, f"{status}\nOutput:\n{output}"
         languages = list(getattr(result, "languages", ()) or [b.language for b in code_blocks])
         code = "\n\n".join(b.code for b in code_blocks)
         first_code_line = next((ln.strip() for ln in code.splitlines() if ln.strip()), "")
         if len(first_code_line) > 48:
             first_code_line = first_code_line[:47] + "…"
-        # No token count in the description: the placeholder carries it.
-        description = describe(output, kind=f"{languages[0] if languages else 'code'}: {first_code_line}")
         metadata: dict[str, Any] = {
             "code": code[:20_000],
             "language": ",".join(languages),
@@ -506,29 +510,29 @@ class ExecutorAgent(CodeExecutorAgent):
             "truncated": getattr(result, "truncated", False),
             "not_utf8": getattr(result, "not_utf8", False),
             "output_bytes": getattr(result, "output_bytes", len(output.encode("utf-8", "backslashreplace"))),
-            "thread_id": self._thread_id,
             "source": "executor",
         }
-        view = excerpt(output, max_tokens=self._excerpt_tokens)
-        try:
-            key = await self._store.store(
-                output, user_id=self._user_id, description=description, memory_type="command_output",
-                agent_id=self._agent_id, thread_id=self._thread_id, metadata=metadata, token_count=tokens,
-            )  # fmt: skip
-        except Exception as exc:  # never fall back to posting the raw output
-            return None, (
-                f"{status}\nThe output ({tokens} tokens) was too large to show and could not be stored "
-                f"({type(exc).__name__}: {exc}). Excerpt:\n{view}"
-            )
-        ref = format_memory_ref(key, description, tokens)
+        part = await self._offloader.offload(
+            output,
+            memory_type="command_output",
+            metadata=metadata,
+            kind=f"{languages[0] if languages else 'code'}: {first_code_line}",
+        )
+        if part is None or part.key is None:
+            # Small (or refused by the store, or the database is down): posted inline, exactly; the coder's
+            # MemoryContext offloads it like any big message, once the database is reachable.
+            return None, f"{status}\nOutput:\n{output}"
+        key = part.key
+        ref = format_memory_ref(key, part.description, part.tokens)
         text = (
-            f"{status}\nThe output ({tokens} tokens) was stored in memory: {ref}\n"
-            f"Excerpt:\n{view}\n"
+            f"{status}\nThe output ({part.tokens} tokens) was stored in memory: {ref}\n"
+            f"Excerpt:\n{part.excerpt}\n"
             f'Read more with retrieve_memory(key="{key}", grep="<regex>") or lines="START-END", head=N, tail=N.'
         )
         event = MemoryStoredEvent(
-            source=self.name, memory_key=key, description=description, memory_type="command_output",
-            token_count=tokens, placeholder=ref, metadata={k: v for k, v in metadata.items() if k != "code"},
+            source=self.name, memory_key=key, description=part.description, memory_type=part.memory_type,
+            token_count=part.tokens, placeholder=ref,
+            metadata={k: v for k, v in part.metadata.items() if k != "code"},
         )  # fmt: skip
         return event, text
 

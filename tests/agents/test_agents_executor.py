@@ -276,3 +276,48 @@ async def test_executor_agent_works_with_any_autogen_code_executor(
     assert isinstance(item.metadata["duration_s"], float)
     assert item.metadata["language"] == "bash"
     assert await store.retrieve(stored.memory_key, user_id=user_id) == "".join(f"{i}\n" for i in range(1, 3001))
+
+
+async def test_database_down_keeps_the_output_inline_for_the_coders_context_to_offload_later(
+    store: MemoryStore, database_url: str, user_id: str, tmp_path: Path
+) -> None:
+    """The one offloader's rule: while the database is unreachable the exact output stays inline."""
+    from agent_memory.config import Settings
+
+    broken = await MemoryStore.open(database_url, settings=Settings(database_url=database_url))
+    await broken.close()
+    agent = ExecutorAgent("executor", LocalProcessGroupExecutor(work_dir=tmp_path), store=broken, user_id=user_id)
+
+    items = [
+        item
+        async for item in agent.on_messages_stream(
+            [TextMessage(content="```bash\nseq 1 3000\n```", source="coder")], CancellationToken()
+        )
+    ]
+
+    posted = items[-1].chat_message.to_text()  # type: ignore[union-attr]
+    assert not any(isinstance(i, MemoryStoredEvent) for i in items)
+    status, rest = posted.split("\n", 1)
+    assert status.startswith("Exit code 0 (success)")
+    assert rest == "Output:\n" + "".join(f"{i}\n" for i in range(1, 3001))
+    assert await store.list(user_id=user_id) == []
+
+
+async def test_stored_output_is_described_like_memory_context_describes_it(
+    store: MemoryStore, user_id: str, tmp_path: Path
+) -> None:
+    from agent_memory.context import describe, excerpt
+
+    agent = ExecutorAgent("executor", LocalProcessGroupExecutor(work_dir=tmp_path), store=store, user_id=user_id)
+    items = [
+        item
+        async for item in agent.on_messages_stream(
+            [TextMessage(content="```bash\nseq 1 3000\n```", source="coder")], CancellationToken()
+        )
+    ]
+
+    [stored] = [i for i in items if isinstance(i, MemoryStoredEvent)]
+    output = "".join(f"{i}\n" for i in range(1, 3001))
+    assert stored.description == describe(output, kind="bash: seq 1 3000")
+    assert f"Excerpt:\n{excerpt(output, max_tokens=200)}\n" in items[-1].chat_message.to_text()  # type: ignore[union-attr]
+    assert stored.metadata["offloaded_by"] == "ExecutorAgent"
