@@ -16,7 +16,7 @@ from chainlit.data.chainlit_data_layer import ChainlitDataLayer
 
 from agent_memory import MemoryStore
 from agent_memory.config import get_settings
-from agent_memory.store import start_embedded_server
+from agent_memory.store import ThreadStore, start_embedded_server
 
 # What `chainlit run` sets as OPENAI_API_KEY in its CI mode (`--ci`, or CI=true in the environment).
 CHAINLIT_CI_FAKE_OPENAI_KEY = "sk-FAKE-OPENAI-API-KEY"
@@ -75,10 +75,8 @@ class AgentMemoryDataLayer(ChainlitDataLayer):
     """
 
     async def delete_thread(self, thread_id: str) -> None:
-        store = await get_store()
-        owner = await store.db.pool.fetchval('SELECT "userId" FROM "Thread" WHERE id = $1', thread_id)
+        threads = ThreadStore((await get_store()).db)
+        owner = await threads.owner(thread_id)  # read first: the thread row is gone afterwards
         await super().delete_thread(thread_id)
         if owner is not None:
-            await store.db.pool.execute(
-                "DELETE FROM agent_memory_contexts WHERE user_id = $1 AND thread_id = $2", owner, thread_id
-            )
+            await threads.delete_saved_contexts(thread_id, user_id=owner)

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..store import MemoryStore
+from ..store import MemoryStore, TeamSpecStore
 
 
 class ContextSpec(BaseModel):
@@ -100,22 +100,14 @@ class TeamSpec(BaseModel):
     @classmethod
     async def from_db(cls, store: MemoryStore, name: str) -> TeamSpec:
         """The spec stored under ``name`` in the ``agents`` table. ``LookupError`` when there is none."""
-        row = await store.db.pool.fetchval("SELECT spec FROM agents WHERE name = $1", name)
-        if row is None:
+        data = await TeamSpecStore(store.db).get(name)
+        if data is None:
             raise LookupError(f"no agent spec named {name!r} in the agents table")
-        data = json.loads(row) if isinstance(row, str) else row
         return cls.model_validate({**data, "name": name})
 
     async def save_to_db(self, store: MemoryStore) -> None:
         """Insert or replace this spec in the ``agents`` table (by name)."""
-        await store.db.pool.execute(
-            """INSERT INTO agents (name, description, spec) VALUES ($1, $2, $3)
-               ON CONFLICT (name) DO UPDATE SET description = EXCLUDED.description, spec = EXCLUDED.spec,
-                                                updated_at = now()""",
-            self.name,
-            self.description,
-            self.model_dump(mode="json"),  # the pool encodes jsonb with json.dumps
-        )
+        await TeamSpecStore(store.db).save(self.name, self.description, self.model_dump(mode="json"))
 
 
 DEFAULT_TEAM_SPEC = TeamSpec()

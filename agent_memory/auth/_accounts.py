@@ -1,7 +1,7 @@
 """Login accounts for the chat UI: password hashes (scrypt) and the Chainlit auth secret.
 
-A login is a row in ``agent_memory_credentials`` next to the user's ``"User"`` row. The hash is kept out of
-``"User".metadata`` on purpose: Chainlit rewrites that column on every login and sends it to the browser.
+This module hashes and checks passwords and sets the rules; the rows (``agent_memory_credentials``, next to
+the user's ``"User"`` row) are read and written by :class:`agent_memory.store.LoginStore`.
 There is no default password; ``agent-memory user add NAME`` creates one.
 
 Example:
@@ -36,7 +36,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from ..config import Settings, get_settings
-from ..store import Database
+from ..store import Database, LoginStore
 from ..validation import check_user_id
 
 MIN_PASSWORD_CHARS = 8
@@ -123,6 +123,7 @@ class UserAccounts:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        self.logins = LoginStore(db)
 
     async def add(self, identifier: str, password: str, *, replace: bool = False) -> None:
         """Give ``identifier`` a login (creating the user if needed).
@@ -131,28 +132,8 @@ class UserAccounts:
         """
         identifier = check_user_id(identifier)
         encoded = await asyncio.to_thread(hash_password, password)
-        async with self.db.pool.acquire() as conn, conn.transaction():
-            await conn.execute(
-                'INSERT INTO "User" (identifier) VALUES ($1) ON CONFLICT (identifier) DO NOTHING', identifier
-            )
-            user_pk = await conn.fetchval('SELECT id FROM "User" WHERE identifier = $1', identifier)
-            if replace:
-                await conn.execute(
-                    """INSERT INTO agent_memory_credentials (user_id, password_hash) VALUES ($1, $2)
-                       ON CONFLICT (user_id)
-                       DO UPDATE SET password_hash = EXCLUDED.password_hash, updated_at = now()""",
-                    user_pk,
-                    encoded,
-                )
-                return
-            inserted = await conn.fetchval(
-                """INSERT INTO agent_memory_credentials (user_id, password_hash) VALUES ($1, $2)
-                   ON CONFLICT (user_id) DO NOTHING RETURNING 1""",
-                user_pk,
-                encoded,
-            )
-            if inserted is None:
-                raise AccountExists(f"user {identifier!r} already has a login")
+        if not await self.logins.set_password_hash(identifier, encoded, replace=replace):
+            raise AccountExists(f"user {identifier!r} already has a login")
 
     async def verify(self, identifier: str, password: str) -> bool:
         """True when ``identifier`` has a login and ``password`` is its password."""
@@ -162,11 +143,7 @@ class UserAccounts:
             identifier = ""
         encoded = None
         if identifier:
-            encoded = await self.db.pool.fetchval(
-                """SELECT c.password_hash FROM agent_memory_credentials c JOIN "User" u ON u.id = c.user_id
-                   WHERE u.identifier = $1""",
-                identifier,
-            )
+            encoded = await self.logins.password_hash(identifier)
         if not isinstance(password, str) or len(password) > MAX_PASSWORD_CHARS:
             return False
         ok = await asyncio.to_thread(verify_password, password, encoded or _dummy_hash())
@@ -175,25 +152,14 @@ class UserAccounts:
     async def remove_login(self, identifier: str) -> bool:
         """Remove the password of ``identifier`` (their memories and threads stay). False when there was none."""
         identifier = check_user_id(identifier)
-        deleted = await self.db.pool.fetchval(
-            """DELETE FROM agent_memory_credentials c USING "User" u
-               WHERE u.id = c.user_id AND u.identifier = $1 RETURNING 1""",
-            identifier,
-        )
-        return deleted is not None
+        return await self.logins.remove(identifier)
 
     async def count_logins(self) -> int:
-        return int(await self.db.pool.fetchval("SELECT count(*) FROM agent_memory_credentials") or 0)
+        return await self.logins.count()
 
     async def list(self) -> list[AccountInfo]:
         """Every user known to the database, with login flag and counts, by identifier."""
-        rows = await self.db.pool.fetch(
-            """SELECT u.identifier, u."createdAt" AS created_at,
-                      EXISTS (SELECT 1 FROM agent_memory_credentials c WHERE c.user_id = u.id) AS has_login,
-                      (SELECT count(*) FROM agent_memories m WHERE m.user_id = u.id) AS memories,
-                      (SELECT count(*) FROM "Thread" t WHERE t."userId" = u.id AND t."deletedAt" IS NULL) AS threads
-               FROM "User" u ORDER BY u.identifier"""
-        )
+        rows = await self.logins.users()
         return [
             AccountInfo(
                 identifier=r["identifier"],

@@ -2,7 +2,8 @@
 
 ``agent-memory token create --user alice`` prints a token once (``amt_`` + 43 random URL-safe characters).
 The table ``agent_memory_mcp_tokens`` keeps its SHA-256, its first characters (``token_prefix``, to name it in
-``token list`` / ``token revoke``) and the user it acts for. :class:`StoreTokenVerifier` plugs into the
+``token list`` / ``token revoke``) and the user it acts for; :class:`agent_memory.store.TokenStore` reads and
+writes those rows, this module makes, hashes and checks tokens. :class:`StoreTokenVerifier` plugs into the
 official SDK's auth (``mcp.server.auth``): the SDK's bearer middleware calls it on every HTTP request and
 answers 401 when it returns ``None``; the user travels in ``AccessToken.subject``.
 
@@ -29,23 +30,17 @@ import secrets
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-import asyncpg
 from mcp.server.auth.provider import AccessToken
 from pydantic import BaseModel
 
 from ..errors import AgentMemoryError
-from ..store import Database
+from ..store import Database, TokenStore
 from ..validation import check_user_id
 
 TOKEN_MARK = "amt_"
 PREFIX_CHARS = 12  # "amt_" + 8 random characters: enough to tell tokens apart, far too few to guess one
 MIN_REVOKE_PREFIX_CHARS = 8
 SCOPE = "memory"
-_TOUCH_SECONDS = 60  # last_used_at is refreshed at most once a minute per token, not on every request
-
-_COLUMNS = (
-    "t.id, u.identifier AS user_id, t.token_prefix, t.name, t.created_at, t.expires_at, t.last_used_at, t.revoked_at"
-)
 
 
 class TokenNotFound(AgentMemoryError, LookupError):
@@ -84,8 +79,8 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-def _info(row: asyncpg.Record) -> TokenInfo:
-    return TokenInfo(**dict(row))
+def _info(row: dict[str, Any]) -> TokenInfo:
+    return TokenInfo(**row)
 
 
 class TokenManager:
@@ -93,6 +88,7 @@ class TokenManager:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        self.rows = TokenStore(db)
 
     async def create(self, user_id: str, *, name: str = "", expires_in: timedelta | None = None) -> CreatedToken:
         """A new token for ``user_id`` (the user is created if unknown). The token is not stored, only its hash."""
@@ -103,33 +99,17 @@ class TokenManager:
             raise ValueError("expiry must be in the future")
         token = TOKEN_MARK + secrets.token_urlsafe(32)
         token_id = "tok_" + secrets.token_hex(6)
-        async with self.db.pool.acquire() as conn, conn.transaction():
-            await conn.execute(
-                'INSERT INTO "User" (identifier) VALUES ($1) ON CONFLICT (identifier) DO NOTHING', user_id
-            )
-            row = await conn.fetchrow(
-                f"""WITH ins AS (
-                        INSERT INTO agent_memory_mcp_tokens (id, user_id, token_sha256, token_prefix, name, expires_at)
-                        SELECT $1, u.id, $2, $3, $4, now() + $5::interval FROM "User" u WHERE u.identifier = $6
-                        RETURNING *)
-                    SELECT {_COLUMNS} FROM ins t JOIN "User" u ON u.id = t.user_id""",
-                token_id, hash_token(token), token[:PREFIX_CHARS], name, expires_in, user_id,
-            )  # fmt: skip
-        assert row is not None
+        row = await self.rows.insert(
+            token_id, user_id=user_id, sha256=hash_token(token), prefix=token[:PREFIX_CHARS], name=name,
+            expires_in=expires_in,
+        )  # fmt: skip
         return CreatedToken(token=token, info=_info(row))
 
     async def list(self, user_id: str | None = None, *, include_revoked: bool = False) -> list[TokenInfo]:
         """Tokens, newest first; all users unless ``user_id`` is given."""
         if user_id is not None:
             user_id = check_user_id(user_id)
-        rows = await self.db.pool.fetch(
-            f"""SELECT {_COLUMNS} FROM agent_memory_mcp_tokens t JOIN "User" u ON u.id = t.user_id
-                WHERE ($1::text IS NULL OR u.identifier = $1) AND ($2 OR t.revoked_at IS NULL)
-                ORDER BY t.created_at DESC, t.id""",
-            user_id,
-            include_revoked,
-        )
-        return [_info(r) for r in rows]
+        return [_info(r) for r in await self.rows.rows(user_id, include_revoked=include_revoked)]
 
     async def revoke(self, id_or_prefix: str, *, user_id: str | None = None) -> TokenInfo:
         """Revoke the one token whose id, full token, or token prefix (>= 8 characters) is ``id_or_prefix``.
@@ -142,52 +122,22 @@ class TokenManager:
         if user_id is not None:
             user_id = check_user_id(user_id)
         allow_prefix = len(needle) >= MIN_REVOKE_PREFIX_CHARS
-        async with self.db.pool.acquire() as conn, conn.transaction():
-            rows = await conn.fetch(
-                f"""SELECT {_COLUMNS} FROM agent_memory_mcp_tokens t JOIN "User" u ON u.id = t.user_id
-                    WHERE ($4::text IS NULL OR u.identifier = $4)
-                      AND (t.id = $1 OR t.token_sha256 = $2
-                           OR ($3 AND (starts_with(t.token_prefix, $1) OR starts_with($1, t.token_prefix))))
-                    FOR UPDATE OF t""",
-                needle, hash_token(needle), allow_prefix, user_id,
-            )  # fmt: skip
-            if not rows:
-                hint = "" if allow_prefix else f" (a prefix needs at least {MIN_REVOKE_PREFIX_CHARS} characters)"
-                raise TokenNotFound(f"no token matches {needle[:PREFIX_CHARS]!r}{hint}; see `agent-memory token list`")
-            if len(rows) > 1:
-                ids = ", ".join(r["id"] for r in rows)
-                raise ValueError(f"{needle[:PREFIX_CHARS]!r} matches several tokens ({ids}); give the token id")
-            row = await conn.fetchrow(
-                f"""WITH upd AS (
-                        UPDATE agent_memory_mcp_tokens SET revoked_at = coalesce(revoked_at, now())
-                        WHERE id = $1 RETURNING *)
-                    SELECT {_COLUMNS} FROM upd t JOIN "User" u ON u.id = t.user_id""",
-                rows[0]["id"],
-            )
-        assert row is not None
-        return _info(row)
+        rows = await self.rows.revoke_single_match(
+            needle, sha256=hash_token(needle), allow_prefix=allow_prefix, user_id=user_id
+        )
+        if not rows:
+            hint = "" if allow_prefix else f" (a prefix needs at least {MIN_REVOKE_PREFIX_CHARS} characters)"
+            raise TokenNotFound(f"no token matches {needle[:PREFIX_CHARS]!r}{hint}; see `agent-memory token list`")
+        if len(rows) > 1:
+            ids = ", ".join(r["id"] for r in rows)
+            raise ValueError(f"{needle[:PREFIX_CHARS]!r} matches several tokens ({ids}); give the token id")
+        return _info(rows[0])
 
     async def lookup(self, token: str) -> tuple[str, str, datetime | None] | None:
         """``(token id, user identifier, expires_at)`` of a valid (known, unrevoked, unexpired) token, else None."""
         if not isinstance(token, str) or not token.startswith(TOKEN_MARK) or len(token) > 200:
             return None
-        row = await self.db.pool.fetchrow(
-            f"""WITH hit AS (
-                    SELECT t.id, u.identifier, t.expires_at, t.last_used_at
-                    FROM agent_memory_mcp_tokens t JOIN "User" u ON u.id = t.user_id
-                    WHERE t.token_sha256 = $1 AND t.revoked_at IS NULL
-                      AND (t.expires_at IS NULL OR t.expires_at > now())
-                ), touch AS (
-                    UPDATE agent_memory_mcp_tokens SET last_used_at = now()
-                    WHERE id IN (SELECT id FROM hit WHERE last_used_at IS NULL
-                                 OR last_used_at < now() - interval '{_TOUCH_SECONDS} seconds')
-                )
-                SELECT id, identifier, expires_at FROM hit""",
-            hash_token(token),
-        )
-        if row is None:
-            return None
-        return str(row["id"]), str(row["identifier"]), row["expires_at"]
+        return await self.rows.lookup(hash_token(token))
 
     async def verify(self, token: str) -> str | None:
         """The user a valid token acts for, else None."""

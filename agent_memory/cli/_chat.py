@@ -40,6 +40,7 @@ from autogen_agentchat.messages import (
 from autogen_core import CancellationToken
 
 from ..agents import AgentBuilder, AgentSession, MemoryContextEvent, MemoryStoredEvent, ModelConfigError, TeamSpec
+from ..store import TeamSpecStore
 from ..tools import MEMORY_TOOL_NAMES
 from ._main import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, Cli, UsageError
 
@@ -236,7 +237,7 @@ async def cmd_agents_save(args: argparse.Namespace, cli: Cli) -> int:
 
 
 async def cmd_agents_list(args: argparse.Namespace, cli: Cli) -> int:
-    rows = await (await cli.store()).db.pool.fetch("SELECT name, description, updated_at FROM agents ORDER BY name")
+    rows = await TeamSpecStore((await cli.store()).db).summaries()
     data = [{"name": r["name"], "description": r["description"], "updated_at": r["updated_at"]} for r in rows]
     cli.emit(data, "\n".join(f"{r['name']:<30} {r['description']}" for r in rows) or "no specs")
     return EXIT_OK

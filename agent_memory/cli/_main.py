@@ -269,7 +269,7 @@ async def cmd_forget_user(args: argparse.Namespace, cli: Cli) -> int:
     if not args.yes:
         raise UsageError(f"this deletes every memory and thread of {user!r}; re-run with --yes to confirm")
     store = await cli.store()
-    if await store.db.pool.fetchval('SELECT 1 FROM "User" WHERE identifier = $1', user) is None:
+    if not await store.user_exists(user):
         cli.error(f"no user {user!r} in this database: nothing to forget")
         return EXIT_NOT_FOUND
     count = await store.forget_user(user)

@@ -88,9 +88,7 @@ async def cmd_reindex(args: argparse.Namespace, cli: Cli) -> int:
             raise UsageError(f"embedding failed: {exc}") from exc
         bar = None if (cli.json or args.quiet) else ProgressBar()
         try:
-            report = await service.reindex(
-                user_identifier=user, batch_size=args.batch_size, prune=args.prune, progress=bar
-            )
+            report = await store.reindex(user_id=user, batch_size=args.batch_size, prune=args.prune, progress=bar)
         except EmbeddingError as exc:
             raise UsageError(f"embedding failed: {exc}") from exc
         finally:

@@ -25,7 +25,7 @@ from ._fusion import (
 )
 from ._hybrid import DEFAULT_MIN_SCORE, MEMORY_ITEM_COLUMNS, SearchOptions, hybrid_search, negated_words
 from ._skills import SKILL_COLUMNS, rank_skills
-from ._worker import EmbeddingService, embedding_text, vector_index_name, vector_literal
+from ._worker import EmbeddingService, ReindexReport, embedding_text, vector_index_name, vector_literal
 
 __all__ = [
     "CANDIDATES_PER_RANKER",
@@ -40,6 +40,7 @@ __all__ = [
     "EmbeddingService",
     "NoEmbedder",
     "OpenAIEmbedder",
+    "ReindexReport",
     "SearchOptions",
     "SentenceTransformerEmbedder",
     "contribution",

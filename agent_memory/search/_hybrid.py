@@ -72,9 +72,10 @@ MEMORY_ITEM_COLUMNS = (
     "m.content_metadata, m.agent_id, m.thread_id, m.access_count, m.last_accessed_at, m.content_sha256"
 )
 
-# $1 the user's "User".id (resolved first, so the planner sees it: a user with 200 memories is scanned through
-# the user index, one with 100,000 through the text/vector indexes), $2 query text, $3 candidates per ranker,
-# $4 memory_type (NULL = any), $5 excluded words, $6 query for websearch_to_tsquery.
+# $1 the user's id (resolved by the store before the search, and bound as a value so the planner sees it: a
+# user with 200 memories is scanned through the user index, one with 100,000 through the text/vector indexes),
+# $2 query text, $3 candidates per ranker, $4 memory_type (NULL = any), $5 excluded words, $6 query for
+# websearch_to_tsquery.
 _USR = r"""usr AS (SELECT $1::text AS id WHERE $2::text IS NOT NULL AND $6::text IS NOT NULL),
 keyhit AS (
     -- a memory key named in the query (e.g. from a [MemoryRef: ...] placeholder) is an exact hit
@@ -217,14 +218,14 @@ ORDER BY f.score DESC, m.created_at DESC
 """
 
 
-_SETUP_SQL = f"""
-SELECT id,
-       set_config('plan_cache_mode', 'force_custom_plan', true) AS plans,
-       set_config('pg_trgm.word_similarity_threshold', '{TRIGRAM_THRESHOLD}', true) AS trigram,
-       set_config('hnsw.ef_search', '{HNSW_EF_SEARCH}', true) AS ef_search,
-       set_config('hnsw.iterative_scan', 'relaxed_order', true) AS iterative
-FROM "User" WHERE identifier = $1
-"""
+# Transaction-local settings: plans made for this user's actual row count (not a generic plan); a lower trigram
+# threshold catches typos; HNSW keeps scanning past other users' rows (iterative scan) so filtering by user does
+# not starve the result. Sent together with BEGIN as one simple query: one round trip, not two.
+_BEGIN_SQL = f"""BEGIN;
+SET LOCAL plan_cache_mode = force_custom_plan;
+SET LOCAL pg_trgm.word_similarity_threshold = {TRIGRAM_THRESHOLD};
+SET LOCAL hnsw.ef_search = {HNSW_EF_SEARCH};
+SET LOCAL hnsw.iterative_scan = relaxed_order"""
 
 _SQL_CACHE: dict[tuple[tuple[Ranker, ...], tuple[str, int] | None, bool], str] = {}
 
@@ -252,7 +253,7 @@ class SearchOptions:
 
 async def hybrid_search(
     pool: asyncpg.Pool,
-    user_id: str,
+    user_pk: str,
     query: str,
     *,
     limit: int,
@@ -260,7 +261,10 @@ async def hybrid_search(
     embeddings: EmbeddingService | None = None,
     options: SearchOptions | None = None,
 ) -> list[dict[str, Any]]:
-    """Rows of the best ``limit`` memories of ``user_id`` for ``query``, best first, each with ``score``.
+    """Rows of the best ``limit`` memories of one user for ``query``, best first, each with ``score``.
+
+    ``user_pk`` is the user's row id (what ``agent_memories.user_id`` holds): the store resolves the login name,
+    so the user filter is written in one place.
 
     Dense ranking joins in when ``embeddings`` is given, pgvector exists and the query could be embedded;
     otherwise (and always on a server without pgvector) ranking is lexical.
@@ -269,13 +273,13 @@ async def hybrid_search(
     wanted = [r for r in ALL_RANKERS if r in opts.rankers]
     lexical = [r for r in wanted if r != "dense"]
     base_args: list[Any] = [
-        None, query, opts.candidates, memory_type, " ".join(negated_words(query)), websearch_text(query)
+        user_pk, query, opts.candidates, memory_type, " ".join(negated_words(query)), websearch_text(query)
     ]  # fmt: skip
     trigram_small_only = len(lexical) > 1 and not wants_trigram(query)
     if "dense" not in wanted or embeddings is None or not embeddings.available:
         if not lexical:
             return []
-        rows = await _fetch(pool, user_id, search_sql(lexical, None, trigram_small_only), base_args)
+        rows = await _fetch(pool, search_sql(lexical, None, trigram_small_only), base_args)
     else:
         # The query is embedded (model thread or endpoint) while PostgreSQL ranks lexically on one
         # connection; the dense ranking starts on another as soon as the vector exists, without waiting
@@ -283,7 +287,7 @@ async def hybrid_search(
         emb = embeddings.embedder
         vector_task = asyncio.create_task(embeddings.query_vector(query))
         lexical_task = asyncio.create_task(
-            _fetch(pool, user_id, search_sql(lexical, None, trigram_small_only), base_args) if lexical else _no_rows()
+            _fetch(pool, search_sql(lexical, None, trigram_small_only), base_args) if lexical else _no_rows()
         )
         dense_task: asyncio.Task[list[dict[str, Any]]] | None = None
         try:
@@ -296,7 +300,7 @@ async def hybrid_search(
                     float(emb.similarity_ceiling),
                 ]
                 dense_sql = search_sql(["dense"], (emb.model_id, emb.dimension))
-                dense_task = asyncio.create_task(_fetch(pool, user_id, dense_sql, dense_args))
+                dense_task = asyncio.create_task(_fetch(pool, dense_sql, dense_args))
             lexical_rows = await lexical_task
             dense_rows = await dense_task if dense_task is not None else []
         finally:
@@ -345,12 +349,13 @@ async def _no_rows() -> list[dict[str, Any]]:
     return []
 
 
-async def _fetch(pool: asyncpg.Pool, user_id: str, sql: str, args: list[Any]) -> list[dict[str, Any]]:
-    async with pool.acquire() as conn, conn.transaction():
-        # Transaction-local settings: plans made for this user's actual row count (not a generic plan); a
-        # lower trigram threshold catches typos; HNSW keeps scanning past other users' rows (iterative scan)
-        # so filtering by user does not starve the result.
-        user_pk = await conn.fetchval(_SETUP_SQL, user_id)
-        if user_pk is None:
-            return []  # no such user: nothing to rank
-        return [dict(r) for r in await conn.fetch(sql, user_pk, *args[1:])]
+async def _fetch(pool: asyncpg.Pool, sql: str, args: list[Any]) -> list[dict[str, Any]]:
+    async with pool.acquire() as conn:
+        await conn.execute(_BEGIN_SQL)
+        try:
+            rows = await conn.fetch(sql, *args)
+        except BaseException:
+            await conn.execute("ROLLBACK")
+            raise
+        await conn.execute("COMMIT")
+    return [dict(r) for r in rows]

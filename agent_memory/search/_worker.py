@@ -165,12 +165,12 @@ class EmbeddingService:
 
     # ------------------------------------------------------------------ hot path
 
-    def enqueue(self, user_identifier: str, memory_key: str) -> None:
-        """Queue a just-stored memory for embedding. Never blocks and never raises."""
+    def enqueue(self, user_pk: str, memory_key: str) -> None:
+        """Queue a just-stored memory (its owner's row id and its key) for embedding. Never blocks, never raises."""
         if self._task is None:
             return
         try:
-            self._queue.put_nowait((user_identifier, memory_key))
+            self._queue.put_nowait((user_pk, memory_key))
         except asyncio.QueueFull:
             self.dropped += 1  # reindex backfills it; storing must not wait for the model
 
@@ -215,9 +215,8 @@ class EmbeddingService:
         keys = [k for _, k in batch]
         rows = await self.pool.fetch(
             _FETCH_TEXT_SQL
-            + """JOIN "User" u ON u.id = m.user_id
-                 JOIN unnest($1::text[], $2::text[]) AS b(identifier, key)
-                   ON b.identifier = u.identifier AND b.key = m.memory_key""",
+            + """JOIN unnest($1::text[], $2::text[]) AS b(user_id, key)
+                   ON b.user_id = m.user_id AND b.key = m.memory_key""",
             users,
             keys,
         )
@@ -246,32 +245,32 @@ class EmbeddingService:
 
     # ------------------------------------------------------------------ reindex
 
-    async def count_missing(self, user_identifier: str | None = None) -> int:
-        """Memories (of one user, or everyone) without a vector in the current space."""
+    async def count_missing(self, users: Sequence[str] | None = None) -> int:
+        """Memories without a vector in the current space, of the users with these row ids (None: everyone)."""
         await self.ensure_ready()
         return int(
             await self.pool.fetchval(
                 """SELECT count(*) FROM agent_memories m
-                   WHERE m.is_active
-                     AND ($2::text IS NULL OR m.user_id = (SELECT id FROM "User" WHERE identifier = $2))
+                   WHERE m.is_active AND ($2::text[] IS NULL OR m.user_id = ANY($2))
                      AND NOT EXISTS (SELECT 1 FROM agent_memory_embeddings e
                                      WHERE e.memory_id = m.id AND e.model = $1
                                        AND e.content_sha256 = m.content_sha256)""",
                 self.embedder.model_id,
-                user_identifier,
+                users,
             )
         )
 
     async def reindex(
         self,
         *,
-        user_identifier: str | None = None,
+        users: Sequence[str] | None = None,
         batch_size: int | None = None,
         prune: bool = False,
         progress: Callable[[int, int], None] | None = None,
     ) -> ReindexReport:
         """Embed every memory lacking a vector in the current space; ``progress(done, total)`` per batch.
 
+        ``users`` are the row ids of the users in scope (None: everyone; the store resolves login names).
         ``prune`` also deletes vectors of other spaces (an old model or dimension) in scope.
         """
         if not self.available:
@@ -279,7 +278,7 @@ class EmbeddingService:
         await self.ensure_ready()
         model = self.embedder.model_id
         step = batch_size or self.batch_size
-        total = await self.count_missing(user_identifier)
+        total = await self.count_missing(users)
         done = failed = 0
         if progress:
             progress(0, total)
@@ -288,14 +287,13 @@ class EmbeddingService:
             # Keyset pagination over ids: stable while rows are added, and skips ones that failed.
             rows = await self.pool.fetch(
                 _FETCH_TEXT_SQL
-                + """WHERE m.is_active
-                       AND ($2::text IS NULL OR m.user_id = (SELECT id FROM "User" WHERE identifier = $2))
+                + """WHERE m.is_active AND ($2::text[] IS NULL OR m.user_id = ANY($2))
                        AND ($3::uuid IS NULL OR m.id > $3)
                        AND NOT EXISTS (SELECT 1 FROM agent_memory_embeddings e
                                        WHERE e.memory_id = m.id AND e.model = $1
                                          AND e.content_sha256 = m.content_sha256)
                      ORDER BY m.id LIMIT $4""",
-                model, user_identifier, last_id, step,
+                model, users, last_id, step,
             )  # fmt: skip
             if not rows:
                 break
@@ -311,10 +309,9 @@ class EmbeddingService:
         if prune:
             status = await self.pool.execute(
                 """DELETE FROM agent_memory_embeddings e
-                   WHERE e.model <> $1
-                     AND ($2::text IS NULL OR e.user_id = (SELECT id FROM "User" WHERE identifier = $2))""",
+                   WHERE e.model <> $1 AND ($2::text[] IS NULL OR e.user_id = ANY($2))""",
                 model,
-                user_identifier,
+                users,
             )
             pruned = int(status.split()[-1])
         return ReindexReport(model=model, embedded=done, failed=failed, pruned=pruned, missing_before=total)

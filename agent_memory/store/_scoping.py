@@ -3,7 +3,8 @@
 Every table with per-user rows has a ``user_id`` column referencing Chainlit's ``"User".id``; callers only
 know the identifier (the login name). Each statement of the store filters with :func:`owned_by`, so the
 rule "every read path filters by user in SQL" is written once, and a key of another user matches no row,
-exactly like a key that does not exist.
+exactly like a key that does not exist. The search wing never sees identifiers: the store hands it the
+resolved ``"User".id`` (:func:`find_user_pk`).
 
 Example:
     >>> owned_by("m")
@@ -13,6 +14,9 @@ Example:
 """
 
 from __future__ import annotations
+
+import asyncpg
+from asyncpg.pool import PoolConnectionProxy
 
 
 def user_pk(param: str = "$1") -> str:
@@ -31,12 +35,32 @@ def owned_by(alias: str, param: str = "$1") -> str:
 
 # The user's id, creating the "User" row on first use (stores and saved contexts may come before any login).
 # Concurrent creators: ON CONFLICT DO NOTHING returns no row to the loser, so the result is NULL and the
-# caller reads it again (the row exists by then).
-ENSURE_USER_SQL = """
-WITH found AS (SELECT id FROM "User" WHERE identifier = $1),
+# caller reads it again (the row exists by then). ENSURE_USER_CTES + ENSURED_USER_PK let a statement create
+# the user and write its own row in one round trip (``WITH {ENSURE_USER_CTES} INSERT ... SELECT {ENSURED_USER_PK}``).
+ENSURE_USER_CTES = """found AS (SELECT id FROM "User" WHERE identifier = $1),
 created AS (
     INSERT INTO "User" (identifier) SELECT $1 WHERE NOT EXISTS (SELECT 1 FROM found)
     ON CONFLICT (identifier) DO NOTHING RETURNING id
-)
-SELECT coalesce((SELECT id FROM found), (SELECT id FROM created))
-"""
+)"""
+ENSURED_USER_PK = "coalesce((SELECT id FROM found), (SELECT id FROM created))"
+ENSURE_USER_SQL = f"WITH {ENSURE_USER_CTES}\nSELECT {ENSURED_USER_PK}"
+
+_FIND_USER_SQL = f"SELECT {user_pk()}"
+
+
+# One statement runs the same on a pool, a connection, or a pooled connection inside a transaction.
+Queryable = asyncpg.Pool | asyncpg.Connection | PoolConnectionProxy
+
+
+async def find_user_pk(db: Queryable, identifier: str) -> str | None:
+    """The ``"User".id`` of ``identifier``, or None when there is no such user."""
+    found = await db.fetchval(_FIND_USER_SQL, identifier)
+    return None if found is None else str(found)
+
+
+async def ensure_user_pk(db: Queryable, identifier: str) -> str:
+    """The ``"User".id`` of ``identifier``, creating the user when needed (safe against concurrent creators)."""
+    created = await db.fetchval(ENSURE_USER_SQL, identifier)
+    if created is None:  # another session created it between our read and our insert
+        created = await db.fetchval(_FIND_USER_SQL, identifier)
+    return str(created)

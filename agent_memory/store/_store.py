@@ -22,7 +22,7 @@ import asyncio
 import hashlib
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any
@@ -36,7 +36,9 @@ from ..placeholders import is_valid_key
 from ..search import (
     MEMORY_ITEM_COLUMNS,
     Embedder,
+    EmbeddingError,
     EmbeddingService,
+    ReindexReport,
     SearchOptions,
     embedder_from_settings,
     hybrid_search,
@@ -53,7 +55,7 @@ from ..validation import (
     check_user_id,
 )
 from ._db import Database
-from ._scoping import owned_by
+from ._scoping import ENSURE_USER_CTES, ENSURED_USER_PK, find_user_pk, owned_by
 from ._transforms import apply_transforms, compile_pattern
 
 _KEY_PREFIXES = {
@@ -67,6 +69,41 @@ _KEY_PREFIXES = {
     "skill": "skill",
 }
 _TOKEN_COUNT_IN_THREAD_CHARS = 200_000  # count big contents off the event loop
+
+# Every statement below takes the user's identifier as $1 and filters with the one scoping fragment.
+# The insert creates the user on first use in the same round trip and returns the user's id for the vector writer.
+_INSERT_SQL = f"""
+WITH {ENSURE_USER_CTES}
+INSERT INTO agent_memories (user_id, memory_key, memory_type, description, content, content_encoding,
+    content_metadata, token_count, char_count, content_sha256, agent_id, thread_id)
+SELECT {ENSURED_USER_PK}, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12
+RETURNING memory_key, user_id
+"""
+_RETRIEVE_SQL = f"""
+UPDATE agent_memories m SET access_count = m.access_count + 1, last_accessed_at = now()
+WHERE {owned_by("m")} AND m.memory_key = $2 AND m.is_active
+RETURNING m.content, m.content_encoding
+"""
+_GET_SQL = f"""
+SELECT {MEMORY_ITEM_COLUMNS} FROM agent_memories m WHERE {owned_by("m")} AND m.memory_key = $2 AND m.is_active
+"""
+_LIST_SQL = f"""
+SELECT {MEMORY_ITEM_COLUMNS} FROM agent_memories m
+WHERE {owned_by("m")} AND m.is_active
+  AND ($2::text IS NULL OR m.memory_type = $2)
+  AND ($3::text IS NULL OR m.thread_id = $3)
+  AND ($4::text IS NULL OR m.agent_id = $4)
+  AND ($5::timestamptz IS NULL OR m.created_at >= $5)
+ORDER BY m.created_at DESC, m.memory_key
+LIMIT $6 OFFSET $7
+"""
+_STATS_SQL = f"""
+SELECT m.memory_type, count(*) AS n, coalesce(sum(m.token_count), 0) AS tokens
+FROM agent_memories m WHERE {owned_by("m")} AND m.is_active GROUP BY m.memory_type ORDER BY m.memory_type
+"""
+_DELETE_SQL = f"DELETE FROM agent_memories m WHERE {owned_by('m')} AND m.memory_key = $2 RETURNING 1"
+_COUNT_ALL_SQL = f"SELECT count(*) FROM agent_memories m WHERE {owned_by('m')}"
+_DELETE_USER_SQL = 'DELETE FROM "User" WHERE identifier = $1'  # cascades to everything the user owns
 
 
 def encode_content(content: str) -> tuple[str, str]:
@@ -189,30 +226,18 @@ class MemoryStore:
         for _attempt in range(5):
             key = new_key(memory_type)
             try:
-                inserted = await self.db.pool.fetchval(
-                    """
-                    WITH found AS (SELECT id FROM "User" WHERE identifier = $1),
-                    created AS (
-                        INSERT INTO "User" (identifier) SELECT $1 WHERE NOT EXISTS (SELECT 1 FROM found)
-                        ON CONFLICT (identifier) DO NOTHING RETURNING id
-                    )
-                    INSERT INTO agent_memories (user_id, memory_key, memory_type, description, content,
-                        content_encoding, content_metadata, token_count, char_count, content_sha256,
-                        agent_id, thread_id)
-                    SELECT coalesce((SELECT id FROM found), (SELECT id FROM created)),
-                           $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12
-                    RETURNING memory_key
-                    """,
-                    user_id, key, memory_type, description, stored, encoding, meta, token_count,
+                inserted = await self.db.pool.fetchrow(
+                    _INSERT_SQL, user_id, key, memory_type, description, stored, encoding, meta, token_count,
                     len(content), sha, agent_id, thread_id,
                 )  # fmt: skip
             except asyncpg.UniqueViolationError:
                 continue  # key collision (48 random bits): draw another
             except asyncpg.NotNullViolationError:
                 continue  # another session created the user concurrently: it exists now
-            if self.embeddings is not None:
-                self.embeddings.enqueue(user_id, str(inserted))  # vector written in the background
-            return str(inserted)
+            assert inserted is not None
+            if self.embeddings is not None:  # vector written in the background
+                self.embeddings.enqueue(str(inserted["user_id"]), str(inserted["memory_key"]))
+            return str(inserted["memory_key"])
         raise RuntimeError("could not allocate a unique memory key after 5 attempts")
 
     # ------------------------------------------------------------------ read
@@ -240,17 +265,7 @@ class MemoryStore:
             raise MemoryNotFound(str(key))
         if grep is not None:  # fail on a bad pattern before touching the database
             compile_pattern(grep, ignore_case)
-        row = await self.db.pool.fetchrow(
-            """
-            UPDATE agent_memories m
-               SET access_count = m.access_count + 1, last_accessed_at = now()
-              FROM "User" u
-             WHERE u.id = m.user_id AND u.identifier = $1 AND m.memory_key = $2 AND m.is_active
-            RETURNING m.content, m.content_encoding
-            """,
-            user_id,
-            key,
-        )
+        row = await self.db.pool.fetchrow(_RETRIEVE_SQL, user_id, key)
         if row is None:
             raise MemoryNotFound(key)
         content = decode_content(row["content"], row["content_encoding"])
@@ -264,12 +279,7 @@ class MemoryStore:
         user_id = check_user_id(user_id)
         if not is_valid_key(key):
             raise MemoryNotFound(str(key))
-        row = await self.db.pool.fetchrow(
-            f"""SELECT {MEMORY_ITEM_COLUMNS} FROM agent_memories m JOIN "User" u ON u.id = m.user_id
-                WHERE u.identifier = $1 AND m.memory_key = $2 AND m.is_active""",
-            user_id,
-            key,
-        )
+        row = await self.db.pool.fetchrow(_GET_SQL, user_id, key)
         if row is None:
             raise MemoryNotFound(key)
         return item_from_row(row)
@@ -303,8 +313,11 @@ class MemoryStore:
         options = SearchOptions(
             min_score=self.settings.search_min_score if min_score is None else float(min_score), mmr=mmr
         )
+        owner = await find_user_pk(self.db.pool, user_id)
+        if owner is None:
+            return []  # no such user: nothing to rank
         rows = await hybrid_search(
-            self.db.pool, user_id, query, limit=limit, memory_type=memory_type, embeddings=self.embeddings,
+            self.db.pool, owner, query, limit=limit, memory_type=memory_type, embeddings=self.embeddings,
             options=options,
         )  # fmt: skip
         return [item_from_row(r) for r in rows]
@@ -329,34 +342,55 @@ class MemoryStore:
             memory_type = check_memory_type(memory_type)
         thread_id = check_identifier(thread_id, "thread_id", optional=True)
         agent_id = check_identifier(agent_id, "agent_id", optional=True)
-        rows = await self.db.pool.fetch(
-            f"""SELECT {MEMORY_ITEM_COLUMNS} FROM agent_memories m JOIN "User" u ON u.id = m.user_id
-                WHERE u.identifier = $1 AND m.is_active
-                  AND ($2::text IS NULL OR m.memory_type = $2)
-                  AND ($3::text IS NULL OR m.thread_id = $3)
-                  AND ($4::text IS NULL OR m.agent_id = $4)
-                  AND ($5::timestamptz IS NULL OR m.created_at >= $5)
-                ORDER BY m.created_at DESC, m.memory_key
-                LIMIT $6 OFFSET $7""",
-            user_id, memory_type, thread_id, agent_id, since, limit, offset,
-        )  # fmt: skip
+        rows = await self.db.pool.fetch(_LIST_SQL, user_id, memory_type, thread_id, agent_id, since, limit, offset)
         return [item_from_row(r) for r in rows]
 
     async def stats(self, *, user_id: str) -> MemoryStats:
         """Counts and token totals of the user's memories, by type."""
         user_id = check_user_id(user_id)
-        rows = await self.db.pool.fetch(
-            """SELECT m.memory_type, count(*) AS n, coalesce(sum(m.token_count), 0) AS tokens
-               FROM agent_memories m JOIN "User" u ON u.id = m.user_id
-               WHERE u.identifier = $1 AND m.is_active GROUP BY m.memory_type ORDER BY m.memory_type""",
-            user_id,
-        )
+        rows = await self.db.pool.fetch(_STATS_SQL, user_id)
         by_type = {r["memory_type"]: {"count": int(r["n"]), "tokens": int(r["tokens"])} for r in rows}
         return MemoryStats(
             total_memories=sum(v["count"] for v in by_type.values()),
             total_tokens=sum(v["tokens"] for v in by_type.values()),
             by_type=by_type,
         )
+
+    # ------------------------------------------------------------------ users and vectors
+
+    async def user_exists(self, user_id: str) -> bool:
+        """Whether the database knows ``user_id`` (stored anything, logged in, or holds a token)."""
+        return await find_user_pk(self.db.pool, check_user_id(user_id)) is not None
+
+    async def _vector_scope(self, user_id: str | None) -> tuple[str, ...] | None:
+        """The row ids the vector writer works on: None = everyone; an unknown user = nobody."""
+        if user_id is None:
+            return None
+        found = await find_user_pk(self.db.pool, user_id)
+        return () if found is None else (found,)
+
+    def _embedding_service(self) -> EmbeddingService:
+        if self.embeddings is None:
+            raise EmbeddingError("no embedder is configured (AGENT_MEMORY_EMBEDDER): there are no vectors to build")
+        return self.embeddings
+
+    async def count_unembedded(self, *, user_id: str | None = None) -> int:
+        """Memories of ``user_id`` (None: everyone) without a vector of the configured embedder."""
+        service = self._embedding_service()
+        return await service.count_missing(await self._vector_scope(user_id))
+
+    async def reindex(
+        self,
+        *,
+        user_id: str | None = None,
+        batch_size: int | None = None,
+        prune: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ReindexReport:
+        """Embed the memories of ``user_id`` (None: everyone) that lack a vector; see ``EmbeddingService.reindex``."""
+        service = self._embedding_service()
+        scope = await self._vector_scope(user_id)
+        return await service.reindex(users=scope, batch_size=batch_size, prune=prune, progress=progress)
 
     # ------------------------------------------------------------------ delete
 
@@ -365,12 +399,7 @@ class MemoryStore:
         user_id = check_user_id(user_id)
         if not is_valid_key(key):
             raise MemoryNotFound(str(key))
-        deleted = await self.db.pool.fetchval(
-            """DELETE FROM agent_memories m USING "User" u
-               WHERE u.id = m.user_id AND u.identifier = $1 AND m.memory_key = $2 RETURNING 1""",
-            user_id,
-            key,
-        )
+        deleted = await self.db.pool.fetchval(_DELETE_SQL, user_id, key)
         if deleted is None:
             raise MemoryNotFound(key)
 
@@ -378,12 +407,8 @@ class MemoryStore:
         """Delete the user and everything they own (memories, threads, steps...). Returns memories deleted."""
         user_id = check_user_id(user_id)
         async with self.db.pool.acquire() as conn, conn.transaction():
-            count = await conn.fetchval(
-                """SELECT count(*) FROM agent_memories m JOIN "User" u ON u.id = m.user_id
-                   WHERE u.identifier = $1""",
-                user_id,
-            )
-            await conn.execute('DELETE FROM "User" WHERE identifier = $1', user_id)
+            count = await conn.fetchval(_COUNT_ALL_SQL, user_id)
+            await conn.execute(_DELETE_USER_SQL, user_id)
         return int(count or 0)
 
     # ------------------------------------------------------------------ recall (MemoryContext)

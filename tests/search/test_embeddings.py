@@ -37,6 +37,7 @@ from agent_memory.search import (
     embedder_from_settings,
     hybrid_search,
 )
+from agent_memory.store import find_user_pk
 
 # Words of one group map to one dimension: the stand-in model's notion of meaning.
 CONCEPTS = [
@@ -259,7 +260,7 @@ async def test_writer_survives_a_failing_endpoint(dense_store: MemoryStore, stub
     await dense_store.store("after recovery", user_id=user_id, description="written after")
     await dense_store.embeddings.flush()
     assert await _vector_count(dense_store, user_id) == 4  # the failed one waits for reindex
-    assert await dense_store.embeddings.count_missing(user_id) == 1
+    assert await dense_store.count_unembedded(user_id=user_id) == 1
 
 
 # ------------------------------------------------------------------ dense and hybrid search
@@ -269,7 +270,9 @@ async def test_writer_survives_a_failing_endpoint(dense_store: MemoryStore, stub
 async def test_paraphrase_found_by_dense_ranking_but_not_lexically(dense_store: MemoryStore, user_id: str) -> None:
     keys = await _seed(dense_store, user_id)
     query = "storage exhausted"  # shares no word with the df output
-    lexical = await hybrid_search(dense_store.db.pool, user_id, query, limit=5,
+    owner = await find_user_pk(dense_store.db.pool, user_id)  # search takes the user's row id
+    assert owner is not None
+    lexical = await hybrid_search(dense_store.db.pool, owner, query, limit=5,
                                   options=SearchOptions(rankers=("fts", "trigram")))  # fmt: skip
     assert lexical == []
     items = await dense_store.search(query, user_id=user_id)
@@ -311,7 +314,7 @@ async def test_changing_the_dimension_reembeds_instead_of_failing(
         assert store32.embeddings is not None
         # No 32-d vectors yet: search still answers (lexically) instead of comparing 64-d with 32-d vectors.
         assert (await store32.search("ERESOLVE", user_id=user_id))[0].memory_key == keys["npm"]
-        report = await store32.embeddings.reindex(user_identifier=user_id, prune=True)
+        report = await store32.reindex(user_id=user_id, prune=True)
         assert (report.embedded, report.pruned) == (3, 3)
         assert await _vector_count(store32, user_id, "stub-embed@32") == 3
         assert await _vector_count(store32, user_id, "stub-embed@64") == 0
@@ -332,15 +335,13 @@ async def test_reindex_backfills_memories_stored_without_an_embedder(
     s = await MemoryStore.open(database_url, settings=Settings(database_url=database_url), embedder=stub_embedder(stub))
     try:
         assert s.embeddings is not None
-        assert await s.embeddings.count_missing(user_id) == 5
+        assert await s.count_unembedded(user_id=user_id) == 5
         seen: list[tuple[int, int]] = []
-        report = await s.embeddings.reindex(
-            user_identifier=user_id, batch_size=2, progress=lambda d, t: seen.append((d, t))
-        )
+        report = await s.reindex(user_id=user_id, batch_size=2, progress=lambda d, t: seen.append((d, t)))
         assert report.embedded == 5 and report.failed == 0
         assert seen[0] == (0, 5) and seen[-1] == (5, 5)
-        assert await s.embeddings.count_missing(user_id) == 0
-        assert (await s.embeddings.reindex(user_identifier=user_id)).embedded == 0  # nothing left to do
+        assert await s.count_unembedded(user_id=user_id) == 0
+        assert (await s.reindex(user_id=user_id)).embedded == 0  # nothing left to do
     finally:
         await s.close()
 

@@ -15,7 +15,7 @@ from support.databases import fresh_database, open_store
 from agent_memory import MemoryStore
 from agent_memory.config import Settings
 from agent_memory.search import SearchOptions, hybrid_search, negated_words
-from agent_memory.store import Database
+from agent_memory.store import Database, find_user_pk
 
 DF_FULL = (
     "$ df -h\nFilesystem      Size  Used Avail Use% Mounted on\n/dev/sda1        98G   98G     0 100% /\n"
@@ -194,8 +194,10 @@ async def test_mmr_promotes_a_different_memory_over_near_duplicates(store: Memor
 
 async def test_lexical_only_ranking_needs_no_embeddings_table(store: MemoryStore, user_id: str) -> None:
     keys = await _seed(store, user_id)
+    owner = await find_user_pk(store.db.pool, user_id)  # search takes the user's row id, resolved by the store
+    assert owner is not None
     rows = await hybrid_search(
-        store.db.pool, user_id, "npm ERESOLVE", limit=3, options=SearchOptions(rankers=("fts",), min_score=0.0)
+        store.db.pool, owner, "npm ERESOLVE", limit=3, options=SearchOptions(rankers=("fts",), min_score=0.0)
     )
     assert rows[0]["memory_key"] == keys["npm"]
     assert set(rows[0]["why"]) == {"fts"}
