@@ -233,12 +233,16 @@ _FORMATS = ["csv", "json", "parquet", "xml", "yaml", "excel", "sql", "html", "ma
 
 async def scale(store: MemoryStore, home: Path, sizes: list[int], queries: int = 40) -> list[str]:
     """Latency of register / search_skills / use_skill with N skills per user and agent (another user holds N too)."""
+    from agent_memory.agents import LocalProcessGroupExecutor
     from agent_memory.skills import ProceduralMemory
+
+    def procedural_memory() -> ProceduralMemory:  # skills run in the agents' sandboxed executor, handed in
+        executor = LocalProcessGroupExecutor(timeout=60, work_dir=home / "s")
+        return ProceduralMemory(store, user_id=f"scale-{uuid.uuid4().hex[:8]}", agent_id="coder", executor=executor)
 
     rows = []
     for n in sizes:
-        mine = ProceduralMemory(store, user_id=f"scale-{uuid.uuid4().hex[:8]}", agent_id="coder", work_dir=home / "s")
-        other = ProceduralMemory(store, user_id=f"scale-{uuid.uuid4().hex[:8]}", agent_id="coder", work_dir=home / "s")
+        mine, other = procedural_memory(), procedural_memory()
         register_s: list[float] = []
         for i in range(n):
             verb, obj, fmt = _VERBS[i % 10], _OBJECTS[(i // 10) % 10], _FORMATS[(i // 100) % 10]
