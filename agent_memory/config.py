@@ -49,6 +49,17 @@ class Settings(BaseSettings):
         return self.home.expanduser()
 
 
+HEADER_AUTH_ENV = "AGENT_MEMORY_UI_HEADER_AUTH"
+
+
+def header_auth_enabled() -> bool:
+    """Whether ``AGENT_MEMORY_UI_HEADER_AUTH`` turns on UI login from a trusted proxy header (1/true/yes/on).
+
+    Read by both the ``agent-memory ui`` command and the Chainlit app; any other value means off.
+    """
+    return os.environ.get(HEADER_AUTH_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
 class SettingsError(ValueError):
     """An ``AGENT_MEMORY_*`` environment variable holds a value agent-memory cannot use."""
 

@@ -23,7 +23,7 @@ from chainlit.server import app as server_app
 from chainlit.types import CommandDict, ThreadDict
 
 from agent_memory.auth import UserAccounts, auth_secret
-from agent_memory.cli import header_auth_enabled
+from agent_memory.config import header_auth_enabled
 from chainlit_app import header_login, inspector
 from chainlit_app.chat import ChatSession, memory_overview, search_overview
 from chainlit_app.runtime import AgentMemoryDataLayer, close_store, database_url, drop_chainlit_ci_key, get_store

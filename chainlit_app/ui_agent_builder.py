@@ -1,4 +1,4 @@
-"""UIAgentBuilder: the agents' builder for the chat UI (seed 001, "Builder Update").
+"""UIAgentBuilder: the agents' builder for the chat UI, one per chat session (user and thread).
 
 :class:`UIAgentBuilder` is an :class:`~agent_memory.agents.AgentBuilder` bound to one Chainlit session: the
 logged-in user and the current thread. Its :meth:`~UIAgentBuilder.build_model_context` gives the CodeAgent a

@@ -2,11 +2,10 @@
 
 from ._main import main
 from ._mcp import parse_host_port
-from ._ui import chainlit_env, header_auth_enabled
+from ._ui import chainlit_env
 
 __all__ = [
     "chainlit_env",
-    "header_auth_enabled",
     "main",
     "parse_host_port",
 ]

@@ -27,11 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from ..auth import MIN_PASSWORD_CHARS, AccountExists, UserAccounts, auth_secret, check_password
-from ..config import get_settings
+from ..config import get_settings, header_auth_enabled
 from ._main import EXIT_OK, EXIT_USAGE, Cli
 
 EXIT_NOT_FOUND = 1
-HEADER_AUTH_ENV = "AGENT_MEMORY_UI_HEADER_AUTH"
 PASSWORD_ATTEMPTS = 3  # interactive prompts before giving up
 
 
@@ -99,11 +98,6 @@ async def cmd_user_delete(args: argparse.Namespace, cli: Cli) -> int:
         f"(delete them with: agent-memory forget-user --user {args.name} --yes)",
     )
     return EXIT_OK
-
-
-def header_auth_enabled() -> bool:
-    """Whether ``AGENT_MEMORY_UI_HEADER_AUTH`` turns on login from a trusted proxy header (1/true/yes/on)."""
-    return os.environ.get(HEADER_AUTH_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 # `chainlit run` reads these as its own flags. CI=true (set by most CI systems) turns on Chainlit's CI mode,
