@@ -60,6 +60,13 @@ def second_run_script() -> list[Any]:
     return [use_found_skill, final_answer('I used the learned skill "sum_of_squares".')]
 
 
+@pytest.fixture
+def builder(store: MemoryStore, user_id: str, tmp_path: Path, scripted_llm: ScriptedLLM) -> SkillsAgentBuilder:  # noqa: F811
+    """A team builder with procedural memory on, driven by the scripted model."""
+    return SkillsAgentBuilder(store, user_id, procedural_memory=ENABLED, model_client=scripted_llm.model_client(),
+                              home=tmp_path)  # fmt: skip
+
+
 def final_text(result: TaskResult) -> str:
     texts = [m.content for m in result.messages if isinstance(m, TextMessage) and m.source == "coder"]
     return texts[-1]
@@ -74,13 +81,9 @@ async def run_task(builder: AgentBuilder, thread: str) -> TaskResult:
 
 
 async def test_second_run_reuses_the_skill_with_fewer_requests_and_tokens(
-    store: MemoryStore,
-    user_id: str,
-    tmp_path: Path,
+    builder: SkillsAgentBuilder,
     scripted_llm: ScriptedLLM,  # noqa: F811
 ) -> None:
-    builder = SkillsAgentBuilder(store, user_id, procedural_memory=ENABLED, model_client=scripted_llm.model_client(),
-                                 home=tmp_path)  # fmt: skip
     scripted_llm.add(*first_run_script())
     first = await run_task(builder, "thread-1")
     first_requests = list(scripted_llm.requests)
@@ -107,13 +110,9 @@ async def test_second_run_reuses_the_skill_with_fewer_requests_and_tokens(
 
 
 async def test_enabled_builder_gives_the_coder_skill_tools_and_the_prompt(
-    store: MemoryStore,
-    user_id: str,
-    tmp_path: Path,
+    builder: SkillsAgentBuilder,
     scripted_llm: ScriptedLLM,  # noqa: F811
 ) -> None:
-    builder = SkillsAgentBuilder(store, user_id, procedural_memory=ENABLED, model_client=scripted_llm.model_client(),
-                                 home=tmp_path)  # fmt: skip
     session = await builder.build(thread_id="t")
     names = [t.name for t in session.code_agent.tools]
     skills = builder.procedural_memory("coder", "t")
@@ -176,13 +175,9 @@ async def test_a_run_that_failed_then_worked_leaves_a_lesson_and_a_pending_skill
 
 
 async def test_without_learn_from_runs_a_run_leaves_nothing(
-    store: MemoryStore,
-    user_id: str,
-    tmp_path: Path,
+    builder: SkillsAgentBuilder,
     scripted_llm: ScriptedLLM,  # noqa: F811
 ) -> None:
-    builder = SkillsAgentBuilder(store, user_id, procedural_memory=ENABLED, model_client=scripted_llm.model_client(),
-                                 home=tmp_path)  # fmt: skip
     scripted_llm.add(BUGGY_REPLY, CODE_REPLY, final_answer("Done."))
     result = await run_task(builder, "thread-y")
     memory = builder.procedural_memory("coder", "thread-y")

@@ -1,4 +1,4 @@
-"""Procedural memory: skills registered, found, run and counted per (user, agent) (seed 000)."""
+"""Procedural memory: skills registered, found, run and counted per (user, agent)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Capture (skills from code that worked, lessons from failures) and SKILL.md export/import (seed 004)."""
+"""Capture (skills from code that worked, lessons from failures) and SKILL.md export/import."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The skill tools as the CodeAgent gets them: gated by settings, bound to one user and agent (seed 000 3.3, 4.4)."""
+"""The skill tools as the CodeAgent gets them: gated by settings (off: no change), bound to one user and agent."""
 
 from __future__ import annotations
 
