@@ -355,15 +355,7 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
 
     @classmethod
     def _from_config(cls, config: LocalProcessGroupExecutorConfig) -> Self:  # type: ignore[override]
-        return cls(
-            timeout=config.timeout,
-            work_dir=config.work_dir,
-            max_output_bytes=config.max_output_bytes,
-            cleanup_temp_files=config.cleanup_temp_files,
-            scrub_env=config.scrub_env,
-            extra_env=config.extra_env,
-            run_as=config.run_as,
-        )
+        return cls(**config.model_dump())
 
 
 def status_line(result: CodeResult) -> str:

@@ -1,6 +1,6 @@
 """Compact forms of big content: deterministic descriptions and excerpts, optional LLM summaries.
 
-Everything here works without a model (seed 002, "plugin" compaction): a one-line description built from
+Everything here works without a model (deterministic compaction, no LLM call): a one-line description built from
 the tool name, its arguments, the first meaningful line and the size; an excerpt with the first and last
 lines, the lines that mention errors or warnings (with their line numbers) and the exit status. When a
 ``model_client`` is configured, :func:`llm_description` may replace the description, and falls back to the

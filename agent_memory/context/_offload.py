@@ -7,9 +7,8 @@ model's one-liner), one excerpt (:func:`excerpt`), one placeholder (``format_mem
 (:meth:`Offloader.store_pending`). Content the store refuses (over its size limit, lone surrogates) is not
 offloaded at all: it stays inline, never altered.
 
-Cost: the exact token count (tiktoken, which releases the GIL) and the text analysis run in parallel off
-the event loop, and the excerpts are built in a thread while the INSERT runs, so offloading a 100 KB output
-costs little more than counting it and inserting it.
+Cost: one token count (the store is handed it, never counts again), one analysis pass shared by the
+description and both excerpts, one INSERT (benchmarks/RESULTS.md has the figures against that floor).
 
 Example:
     >>> part = OffloadedPart(slot=0, key="cmd_0123456789ab", tokens=900, description="pytest (80 lines)",
@@ -29,6 +28,7 @@ import json
 import logging
 import re
 from collections.abc import Awaitable, Callable, Collection, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -65,10 +65,15 @@ DB_UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 COMMAND_TOOL_RE = re.compile(r"(exec|shell|bash|command|run_code|python|terminal|code_execution|cmd|script)", re.I)
-# Above this size counting and analysing move off the event loop (a thread hop costs ~0.1 ms).
-_THREAD_CHARS = 20_000
+# Above this size counting and analysing move off the event loop (~15 ms of work per 200 KB).
+_THREAD_CHARS = 200_000
 
 
+def _count_and_analyze(text: str) -> tuple[int, TextFacts]:
+    return count_tokens(text), analyze(text)
+
+
+@dataclass(kw_only=True)
 class Offloader:
     """Stores big texts for one user (and agent/thread) and describes what stays in their place.
 
@@ -83,30 +88,16 @@ class Offloader:
         offloaded_by: recorded in the metadata of every stored item.
     """
 
-    def __init__(
-        self,
-        get_store: Callable[[], Awaitable[MemoryStore]],
-        *,
-        user_id: str,
-        agent_id: str | None,
-        thread_id: str | None,
-        threshold_tokens: int,
-        excerpt_max_tokens: int,
-        first_use_max_tokens: int = 0,
-        model_client: ChatCompletionClient | None = None,
-        llm_timeout_seconds: float = 10.0,
-        offloaded_by: str,
-    ) -> None:
-        self._get_store = get_store
-        self.user_id = user_id
-        self.agent_id = agent_id
-        self.thread_id = thread_id
-        self.threshold_tokens = threshold_tokens
-        self.excerpt_max_tokens = excerpt_max_tokens
-        self.first_use_max_tokens = first_use_max_tokens
-        self.model_client = model_client
-        self.llm_timeout_seconds = llm_timeout_seconds
-        self.offloaded_by = offloaded_by
+    get_store: Callable[[], Awaitable[MemoryStore]] = field(kw_only=False)
+    user_id: str
+    agent_id: str | None
+    thread_id: str | None
+    threshold_tokens: int
+    excerpt_max_tokens: int
+    first_use_max_tokens: int = 0
+    model_client: ChatCompletionClient | None = None
+    llm_timeout_seconds: float = 10.0
+    offloaded_by: str
 
     async def offload(
         self,
@@ -127,12 +118,10 @@ class Offloader:
         # A token is at least one UTF-8 byte and a character at most four: short texts need no count.
         if len(text) * 4 <= threshold:
             return None
-        big = len(text) > _THREAD_CHARS
-        if big:
-            # The analysis (Python) runs while tiktoken (Rust, GIL released) counts.
-            tokens, facts = await asyncio.gather(
-                asyncio.to_thread(count_tokens, text), asyncio.to_thread(analyze, text)
-            )
+        if len(text) > _THREAD_CHARS:
+            # A big output is counted and analysed off the event loop (other sessions keep running). One thread,
+            # one after the other: tiktoken holds the GIL, so two threads would only contend for it.
+            tokens, facts = await asyncio.to_thread(_count_and_analyze, text)
         else:
             tokens = count_tokens(text)
             if tokens <= threshold:
@@ -159,53 +148,31 @@ class Offloader:
             stored_at=datetime.now(UTC).isoformat(),
             offloaded_by=self.offloaded_by,
         )
+        short, first_use, first_use_is_full = self._views(text, tokens, facts)
         part = OffloadedPart(
             slot=slot,
             tokens=tokens,
             description=description,
-            excerpt="",
+            excerpt=short,
             memory_type=memory_type,
             metadata=meta,
+            first_use=first_use,
+            first_use_is_full=first_use_is_full,
             # Cheap local identifiers; the content itself is matched in SQL when a user message arrives.
             identifiers=sorted(
                 message_identifiers(f"{description}\n{json.dumps(arguments, default=str) if arguments else ''}")
             ),
         )
-        key: str | None = None
-        outcome: BaseException | None = None
-        if big:
-            # The excerpts are not part of the INSERT: build them in a thread while it runs. The store call
-            # goes first, so the query is on its way before the thread competes for the GIL.
-            stored = asyncio.ensure_future(self._store(text, part))
-            await asyncio.sleep(0)
-            views = asyncio.ensure_future(asyncio.to_thread(self._views, text, tokens, facts))
-            try:
-                await asyncio.wait([stored, views])
-            except asyncio.CancelledError:
-                stored.cancel()  # as an awaited INSERT would be
-                raise
-            self._apply_views(part, views.result())
-            outcome = stored.exception()
-            key = None if outcome is not None else stored.result()
-        else:
-            self._apply_views(part, self._views(text, tokens, facts))
-            try:
-                key = await self._store(text, part)
-            except DB_UNAVAILABLE_ERRORS as exc:
-                outcome = exc
-            except ValueError as exc:
-                outcome = exc
-        if isinstance(outcome, DB_UNAVAILABLE_ERRORS):
-            log.warning("database unreachable (%s): keeping %d tokens inline until it is back", outcome, tokens)
+        try:
+            part.key = await self._store(text, part)
+        except DB_UNAVAILABLE_ERRORS as exc:
+            log.warning("database unreachable (%s): keeping %d tokens inline until it is back", exc, tokens)
             part.pending_content = text
-        elif isinstance(outcome, ValueError):
+        except ValueError as exc:
             # The store refuses what it cannot keep exactly (lone surrogates, over the size limit). It must not
             # be altered or lost here either: it stays inline, as an unbounded context would keep it.
-            log.warning("content not offloaded, kept inline: %s", outcome)
+            log.warning("content not offloaded, kept inline: %s", exc)
             return None
-        elif outcome is not None:
-            raise outcome
-        part.key = key
         return part
 
     async def store_pending(self, part: OffloadedPart) -> None:
@@ -224,12 +191,8 @@ class Offloader:
         fits = tokens <= cap
         return short, text if fits else excerpt(text, max_tokens=cap, facts=facts), fits
 
-    @staticmethod
-    def _apply_views(part: OffloadedPart, views: tuple[str, str | None, bool]) -> None:
-        part.excerpt, part.first_use, part.first_use_is_full = views
-
     async def _store(self, text: str, part: OffloadedPart) -> str:
-        store = await self._get_store()
+        store = await self.get_store()
         return await store.store(
             text,
             user_id=self.user_id,
