@@ -311,6 +311,15 @@ def _common(parser: argparse.ArgumentParser, *, user: bool = True) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable JSON output")
 
 
+def _plain_command(sub: Any, name: str, handler: Handler, help_text: str, *positionals: str) -> None:
+    """A subcommand with only positional arguments besides ``--user`` and ``--json``."""
+    p = sub.add_parser(name, help=help_text)
+    for positional in positionals:
+        p.add_argument(positional)
+    _common(p)
+    p.set_defaults(handler=handler)
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The full parser; with ``command``, only the providers needed to parse that command are imported."""
     parser = argparse.ArgumentParser(
@@ -347,10 +356,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _common(p)
     p.set_defaults(handler=cmd_retrieve)
 
-    p = sub.add_parser("show", help="a memory's description, type, size and metadata (no content)")
-    p.add_argument("key")
-    _common(p)
-    p.set_defaults(handler=cmd_show)
+    _plain_command(sub, "show", cmd_show, "a memory's description, type, size and metadata (no content)", "key")
 
     p = sub.add_parser("search", help="search the user's memories, best first")
     p.add_argument("query")
@@ -369,14 +375,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _common(p)
     p.set_defaults(handler=cmd_list)
 
-    p = sub.add_parser("delete", help="delete one memory")
-    p.add_argument("key")
-    _common(p)
-    p.set_defaults(handler=cmd_delete)
-
-    p = sub.add_parser("stats", help="memory counts and tokens by type")
-    _common(p)
-    p.set_defaults(handler=cmd_stats)
+    _plain_command(sub, "delete", cmd_delete, "delete one memory", "key")
+    _plain_command(sub, "stats", cmd_stats, "memory counts and tokens by type")
 
     p = sub.add_parser("forget-user", help="delete a user and everything they own")
     p.add_argument("--yes", action="store_true", help="confirm the deletion")

@@ -25,7 +25,7 @@ import secrets
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 
 import asyncpg
 
@@ -56,7 +56,7 @@ from ..validation import (
 )
 from ._db import Database
 from ._scoping import ENSURE_USER_CTES, ENSURED_USER_PK, find_user_pk, owned_by
-from ._transforms import apply_transforms, compile_pattern
+from ._transforms import ContentView, apply_transforms, check_view
 
 _KEY_PREFIXES = {
     "command_output": "cmd",
@@ -242,20 +242,9 @@ class MemoryStore:
 
     # ------------------------------------------------------------------ read
 
-    async def retrieve(
-        self,
-        key: str,
-        *,
-        user_id: str,
-        head: int | None = None,
-        tail: int | None = None,
-        lines: str | tuple[int, int] | None = None,
-        grep: str | None = None,
-        context: int = 0,
-        ignore_case: bool = False,
-        max_matches: int | None = None,
-    ) -> str:
-        """The exact content of ``key`` (or a view of it: see :mod:`agent_memory.store`).
+    async def retrieve(self, key: str, *, user_id: str, **view: Unpack[ContentView]) -> str:
+        """The exact content of ``key``, or a view of it (``head``, ``tail``, ``lines``, ``grep`` with ``context``,
+        ``ignore_case``, ``max_matches``: see :func:`agent_memory.store.apply_transforms`).
 
         Raises :class:`MemoryNotFound` when the key does not exist for this user, including when it
         belongs to someone else. Records the access (``access_count``, ``last_accessed_at``).
@@ -263,16 +252,12 @@ class MemoryStore:
         user_id = check_user_id(user_id)
         if not is_valid_key(key):
             raise MemoryNotFound(str(key))
-        if grep is not None:  # fail on a bad pattern before touching the database
-            compile_pattern(grep, ignore_case)
+        check_view(view)  # fail on a bad option or pattern before touching the database
         row = await self.db.pool.fetchrow(_RETRIEVE_SQL, user_id, key)
         if row is None:
             raise MemoryNotFound(key)
         content = decode_content(row["content"], row["content_encoding"])
-        return apply_transforms(
-            content, head=head, tail=tail, lines=lines, grep=grep, context=context,
-            ignore_case=ignore_case, max_matches=max_matches,
-        )  # fmt: skip
+        return apply_transforms(content, **view)
 
     async def get(self, key: str, *, user_id: str) -> MemoryItem:
         """What is known about ``key`` (description, type, tokens, metadata) without its content."""

@@ -16,8 +16,31 @@ Example:
 from __future__ import annotations
 
 import re
+from typing import TypedDict
 
 MAX_GREP_CONTEXT = 100
+
+
+class ContentView(TypedDict, total=False):
+    """Which part of a text to return instead of all of it (the options of :func:`apply_transforms`)."""
+
+    head: int | None
+    tail: int | None
+    lines: str | tuple[int, int] | None
+    grep: str | None
+    context: int
+    ignore_case: bool
+    max_matches: int | None
+
+
+def check_view(view: ContentView) -> None:
+    """Refuse unknown options and a bad grep pattern up front (before any database work)."""
+    unknown = sorted(set(view) - set(ContentView.__annotations__))
+    if unknown:
+        raise TypeError(f"unexpected view option(s): {', '.join(unknown)}")
+    grep = view.get("grep")
+    if grep is not None:
+        compile_pattern(grep, view.get("ignore_case", False))
 
 
 def split_lines(text: str) -> list[str]:
