@@ -7,14 +7,14 @@
 Example:
     >>> import asyncio
     >>> from agent_memory.store._db import Database
-    >>> async def main() -> int:
+    >>> async def main() -> bool:
     ...     db = await Database.connect()           # embedded server unless a URL is configured
     ...     try:
-    ...         return await db.schema_version()
+    ...         return await db.schema_version() >= 1 and await db.has_extension("pg_trgm")
     ...     finally:
     ...         await db.close()
     >>> asyncio.run(main())  # doctest: +SKIP
-    1
+    True
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from support.databases import fresh_database
 
 # Modules whose docstring example is a self-contained `asyncio.run(main())` against the database.
 MODULES = [
+    "agent_memory.store._db",
     "agent_memory.store._store",
     "agent_memory.search._hybrid",
     "agent_memory.tools._toolbox",
