@@ -1,7 +1,8 @@
 """Search: ranking of memories and skills (one fusion module), embedders, and the background vector writer.
 
-The store calls :func:`hybrid_search` with the user's rows already scoped; :mod:`._fusion` is the one place
-that turns ranker evidence into a score, for memory search and skill search alike.
+The store resolves the user and calls :func:`hybrid_search` with the user's row id (search never sees login
+names: the user filter is written once, in the store); :mod:`._fusion` is the one place that turns ranker
+evidence into a score, for memory search and skill search alike.
 """
 
 from ._embedders import (

@@ -33,6 +33,7 @@ from dataset import CATEGORIES, build_dataset
 from agent_memory import MemoryStore
 from agent_memory.config import Settings
 from agent_memory.search import DEFAULT_MIN_SCORE, SearchOptions, SentenceTransformerEmbedder, hybrid_search
+from agent_memory.store import find_user_pk
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "lexical only": {"rankers": ("fts", "trigram")},
@@ -88,6 +89,8 @@ async def main() -> None:
     for user in {q.user for q in ds.queries}:
         queries.append(Query(user, keys[(user, "cert")], "identifier", ["cert"]))
 
+    # Search takes each user's row id; the store resolves login names (the user filter lives there).
+    user_pks = {user: await find_user_pk(store.db.pool, user) for user in {q.user for q in queries}}
     results: dict[str, Any] = {}
     cross_user = 0
     raw: dict[str, list[list[tuple[str, float]]]] = {}
@@ -96,8 +99,11 @@ async def main() -> None:
         opts = SearchOptions(min_score=0.0, **cfg)
         lists: list[list[tuple[str, float]]] = []
         for q in queries:
-            rows = await hybrid_search(
-                store.db.pool, q.user, q.text, limit=10, embeddings=store.embeddings, options=opts
+            pk = user_pks[q.user]
+            rows = (
+                await hybrid_search(store.db.pool, pk, q.text, limit=10, embeddings=store.embeddings, options=opts)
+                if pk is not None
+                else []
             )
             got = [(r["memory_key"], float(r["score"])) for r in rows]
             if name == "hybrid":
