@@ -1,4 +1,6 @@
-"""The mcp wing of agent-memory."""
+"""The MCP server: the memory tools (and the skill operator tools) over stdio or streamable HTTP, one user per
+process (stdio) or per bearer token (HTTP).
+"""
 
 from ._server import SessionEndFilter, create_server, serve_http
 from ._skills import SKILL_TOOL_NAMES

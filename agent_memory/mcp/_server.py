@@ -278,7 +278,7 @@ def create_server(
     async def memory_resource(key: str, ctx: Context[Any, Any, Any]) -> str:
         return await mcp.toolbox(ctx).read_memory(key)
 
-    register_skill_tools(mcp)  # skill tools (agent_memory/skills_mcp.py) when AGENT_MEMORY_SKILLS_ENABLED
+    register_skill_tools(mcp)  # skill tools (mcp/_skills.py) when AGENT_MEMORY_SKILLS_ENABLED
     return mcp
 
 

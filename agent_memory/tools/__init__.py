@@ -1,4 +1,6 @@
-"""The tools wing of agent-memory."""
+"""Memory tools: :class:`MemoryToolbox` (retrieve, search, store, list, delete, stats for one user) and the AutoGen
+``FunctionTool``\s built on it (:func:`memory_tools`). The MCP server serves the same toolbox.
+"""
 
 from ._autogen import MEMORY_TOOL_NAMES, memory_tools
 from ._toolbox import (
