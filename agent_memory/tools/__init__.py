@@ -1,5 +1,5 @@
-"""Memory tools: :class:`MemoryToolbox` (retrieve, search, store, list, delete, stats for one user) and the AutoGen
-``FunctionTool``\s built on it (:func:`memory_tools`). The MCP server serves the same toolbox.
+"""Memory tools: :class:`MemoryToolbox` (retrieve, search, store, list, delete, stats for one user) and the
+AutoGen ``FunctionTool`` objects built on it (:func:`memory_tools`). The MCP server serves the same toolbox.
 """
 
 from ._autogen import MEMORY_TOOL_NAMES, memory_tools
