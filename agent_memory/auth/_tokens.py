@@ -88,7 +88,7 @@ class TokenManager:
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        self.rows = TokenStore(db)
+        self.records = TokenStore(db)
 
     async def create(self, user_id: str, *, name: str = "", expires_in: timedelta | None = None) -> CreatedToken:
         """A new token for ``user_id`` (the user is created if unknown). The token is not stored, only its hash."""
@@ -99,7 +99,7 @@ class TokenManager:
             raise ValueError("expiry must be in the future")
         token = TOKEN_MARK + secrets.token_urlsafe(32)
         token_id = "tok_" + secrets.token_hex(6)
-        row = await self.rows.insert(
+        row = await self.records.insert(
             token_id, user_id=user_id, sha256=hash_token(token), prefix=token[:PREFIX_CHARS], name=name,
             expires_in=expires_in,
         )  # fmt: skip
@@ -109,7 +109,7 @@ class TokenManager:
         """Tokens, newest first; all users unless ``user_id`` is given."""
         if user_id is not None:
             user_id = check_user_id(user_id)
-        return [_info(r) for r in await self.rows.rows(user_id, include_revoked=include_revoked)]
+        return [_info(r) for r in await self.records.rows_of(user_id, include_revoked=include_revoked)]
 
     async def revoke(self, id_or_prefix: str, *, user_id: str | None = None) -> TokenInfo:
         """Revoke the one token whose id, full token, or token prefix (>= 8 characters) is ``id_or_prefix``.
@@ -122,7 +122,7 @@ class TokenManager:
         if user_id is not None:
             user_id = check_user_id(user_id)
         allow_prefix = len(needle) >= MIN_REVOKE_PREFIX_CHARS
-        rows = await self.rows.revoke_single_match(
+        rows = await self.records.revoke_single_match(
             needle, sha256=hash_token(needle), allow_prefix=allow_prefix, user_id=user_id
         )
         if not rows:
@@ -137,7 +137,7 @@ class TokenManager:
         """``(token id, user identifier, expires_at)`` of a valid (known, unrevoked, unexpired) token, else None."""
         if not isinstance(token, str) or not token.startswith(TOKEN_MARK) or len(token) > 200:
             return None
-        return await self.rows.lookup(hash_token(token))
+        return await self.records.lookup(hash_token(token))
 
     async def verify(self, token: str) -> str | None:
         """The user a valid token acts for, else None."""

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import asyncpg
+from asyncpg.pool import PoolConnectionProxy
 
 from ._fusion import (
     CANDIDATES_PER_RANKER,
@@ -64,6 +65,7 @@ HNSW_EF_SEARCH = 40  # pgvector default; iterative scan still fills the candidat
 DEFAULT_MIN_SCORE = 0.2
 
 Ranker = Literal["fts", "trigram", "dense"]
+Connection = asyncpg.Connection | PoolConnectionProxy
 ALL_RANKERS: tuple[Ranker, ...] = ("fts", "trigram", "dense")
 
 # The columns agent_memory.store.item_from_row reads; every query that returns MemoryItems selects these.
@@ -260,11 +262,14 @@ async def hybrid_search(
     memory_type: str | None = None,
     embeddings: EmbeddingService | None = None,
     options: SearchOptions | None = None,
+    connection: Connection | None = None,
 ) -> list[dict[str, Any]]:
     """Rows of the best ``limit`` memories of one user for ``query``, best first, each with ``score``.
 
     ``user_pk`` is the user's row id (what ``agent_memories.user_id`` holds): the store resolves the login name,
-    so the user filter is written in one place.
+    so the user filter is written in one place. ``connection``, when given, runs the lexical ranking (the
+    caller's connection that just resolved the user: no second pool checkout and reset); the dense ranking
+    always takes its own connection from ``pool``, so both run at once.
 
     Dense ranking joins in when ``embeddings`` is given, pgvector exists and the query could be embedded;
     otherwise (and always on a server without pgvector) ranking is lexical.
@@ -279,7 +284,7 @@ async def hybrid_search(
     if "dense" not in wanted or embeddings is None or not embeddings.available:
         if not lexical:
             return []
-        rows = await _fetch(pool, search_sql(lexical, None, trigram_small_only), base_args)
+        rows = await _fetch(pool, search_sql(lexical, None, trigram_small_only), base_args, connection)
     else:
         # The query is embedded (model thread or endpoint) while PostgreSQL ranks lexically on one
         # connection; the dense ranking starts on another as soon as the vector exists, without waiting
@@ -287,7 +292,9 @@ async def hybrid_search(
         emb = embeddings.embedder
         vector_task = asyncio.create_task(embeddings.query_vector(query))
         lexical_task = asyncio.create_task(
-            _fetch(pool, search_sql(lexical, None, trigram_small_only), base_args) if lexical else _no_rows()
+            _fetch(pool, search_sql(lexical, None, trigram_small_only), base_args, connection)
+            if lexical
+            else _no_rows()
         )
         dense_task: asyncio.Task[list[dict[str, Any]]] | None = None
         try:
@@ -349,13 +356,21 @@ async def _no_rows() -> list[dict[str, Any]]:
     return []
 
 
-async def _fetch(pool: asyncpg.Pool, sql: str, args: list[Any]) -> list[dict[str, Any]]:
-    async with pool.acquire() as conn:
-        await conn.execute(_BEGIN_SQL)
-        try:
-            rows = await conn.fetch(sql, *args)
-        except BaseException:
-            await conn.execute("ROLLBACK")
-            raise
-        await conn.execute("COMMIT")
+async def _fetch(
+    pool: asyncpg.Pool, sql: str, args: list[Any], connection: Connection | None = None
+) -> list[dict[str, Any]]:
+    if connection is None:
+        async with pool.acquire() as acquired:
+            return await _fetch_on(acquired, sql, args)
+    return await _fetch_on(connection, sql, args)
+
+
+async def _fetch_on(conn: Connection, sql: str, args: list[Any]) -> list[dict[str, Any]]:
+    await conn.execute(_BEGIN_SQL)
+    try:
+        rows = await conn.fetch(sql, *args)
+    except BaseException:
+        await conn.execute("ROLLBACK")
+        raise
+    await conn.execute("COMMIT")
     return [dict(r) for r in rows]

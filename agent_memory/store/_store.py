@@ -298,13 +298,15 @@ class MemoryStore:
         options = SearchOptions(
             min_score=self.settings.search_min_score if min_score is None else float(min_score), mmr=mmr
         )
-        owner = await find_user_pk(self.db.pool, user_id)
-        if owner is None:
-            return []  # no such user: nothing to rank
-        rows = await hybrid_search(
-            self.db.pool, owner, query, limit=limit, memory_type=memory_type, embeddings=self.embeddings,
-            options=options,
-        )  # fmt: skip
+        # The user is resolved on the connection the lexical ranking then uses: no extra pool checkout.
+        async with self.db.pool.acquire() as conn:
+            owner = await find_user_pk(conn, user_id)
+            if owner is None:
+                return []  # no such user: nothing to rank
+            rows = await hybrid_search(
+                self.db.pool, owner, query, limit=limit, memory_type=memory_type, embeddings=self.embeddings,
+                options=options, connection=conn,
+            )  # fmt: skip
         return [item_from_row(r) for r in rows]
 
     async def list(

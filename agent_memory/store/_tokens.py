@@ -71,7 +71,7 @@ class TokenStore:
         assert row is not None
         return dict(row)
 
-    async def rows(self, user_id: str | None, *, include_revoked: bool) -> list[dict[str, Any]]:
+    async def rows_of(self, user_id: str | None, *, include_revoked: bool) -> list[dict[str, Any]]:
         """Token rows, newest first; all users' when ``user_id`` is None."""
         return [dict(r) for r in await self.db.pool.fetch(_LIST_SQL, user_id, include_revoked)]
 
