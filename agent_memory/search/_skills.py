@@ -50,7 +50,8 @@ SKILL_COLUMNS = (
 _BEGIN_SQL = f"BEGIN;\nSET LOCAL pg_trgm.word_similarity_threshold = {TRIGRAM_THRESHOLD}"
 
 _MINE = "s.user_id = $1 AND s.agent_id = $2 AND s.status = ANY($4::text[])"
-# $1 the user's "User".id, $2 agent, $3 query, $4 statuses, $5 candidates per ranker, $6 all rows, $7 embedder space
+# $1 the user's row id (resolved by the store), $2 agent, $3 query, $4 statuses, $5 candidates per ranker,
+# $6 all rows, $7 embedder space
 _SEARCH_SQL = f"""
 WITH q AS (
     SELECT lex,
