@@ -135,3 +135,9 @@ def test_no_module_is_over_600_lines() -> None:
 def test_the_top_level_stays_small() -> None:
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert len(top) <= MAX_TOP_LEVEL, top
+
+
+@pytest.mark.parametrize("module", sorted(m for m in modules() if wing(m) == "search"))
+def test_search_gets_the_user_from_the_store_and_never_names_the_user_table(module: str) -> None:
+    # The store resolves the user (store/_scoping.py); ranking filters by the row id it is handed.
+    assert '"User"' not in modules()[module].read_text(encoding="utf-8")
