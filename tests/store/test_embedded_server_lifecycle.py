@@ -43,8 +43,11 @@ def server_running(home: Path) -> bool:
     return (home / "pgdata" / "postmaster.pid").exists()
 
 
-def wait_until(condition: Callable[[], bool], limit_s: float = 60.0) -> None:
-    """Poll: a process registering itself with the server is not an event we can await."""
+def wait_until(condition: Callable[[], bool], limit_s: float = 120.0) -> None:
+    """Poll: a process registering itself with the server is not an event we can await.
+
+    The first start of a server runs initdb, which takes far longer than usual on a loaded machine.
+    """
     deadline = time.monotonic() + limit_s
     while not condition():
         if time.monotonic() > deadline:
