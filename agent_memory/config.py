@@ -32,7 +32,7 @@ class Settings(BaseSettings):
         default=256 * 1024 * 1024, ge=1, description="Largest content (UTF-8 bytes) accepted by `store`."
     )
     token_model: str = Field(default="gpt-4o", description="Model name that selects the tiktoken encoding.")
-    # Dense retrieval (agent_memory.search / agent_memory.search). Default: none, lexical search only.
+    # Dense retrieval (embedders in agent_memory.search). Default: none, lexical search only.
     embedder: Literal["none", "openai", "local"] = Field(
         default="none", description="none | openai (any OpenAI-compatible endpoint) | local (sentence-transformers)."
     )

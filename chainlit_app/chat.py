@@ -40,13 +40,14 @@ from autogen_core import CancellationToken
 from agent_memory import MemoryItem, MemoryNotFound, MemoryStore
 from agent_memory.agents import AgentSession
 from agent_memory.placeholders import parse_memory_refs
+from agent_memory.tools import MEMORY_TOOL_NAMES
 from chainlit_app.inspector import thread_token_stats
 from chainlit_app.ui_agent_builder import UIAgentBuilder, model_setup_problem
 
 log = logging.getLogger(__name__)
 
-MEMORY_TOOLS = {"retrieve_memory", "search_memory", "list_memories", "store_memory", "read_memory"}
-RECALL_TOOLS = {"retrieve_memory", "search_memory", "list_memories", "read_memory"}
+MEMORY_TOOLS = MEMORY_TOOL_NAMES
+RECALL_TOOLS = MEMORY_TOOL_NAMES - {"store_memory"}  # the memory tools that read
 TERMINATE_RE = re.compile(r"\s*\bTERMINATE\b\s*$")
 
 

@@ -33,7 +33,7 @@ the optional lightweight memory model used by MemoryContext for summaries / rele
 Missing configuration raises :class:`ModelConfigError` whose message says exactly what to set.
 
 Example:
-    >>> from agent_memory.agents._model_config import ModelSettings
+    >>> from agent_memory.agents import ModelSettings
     >>> s = ModelSettings.from_env({"OPENAI_BASE_URL": "http://localhost:11434/v1",
     ...                             "AGENT_MEMORY_MODEL": "llama3.1", "AGENT_MEMORY_MODEL_FAMILY": "llama"})
     >>> (s.model, s.base_url, s.model_info["family"], s.model_info["function_calling"])

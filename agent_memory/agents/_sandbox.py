@@ -8,7 +8,7 @@ the database's files, password or socket. As a normal user there is no other use
 Docker executor (``executor.kind = "docker"``) for isolation between chat users on a shared machine.
 
 Example:
-    >>> from agent_memory.agents._sandbox import resolve_sandbox
+    >>> from agent_memory.agents import resolve_sandbox
     >>> resolve_sandbox("current") is None
     True
 """

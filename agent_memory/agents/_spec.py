@@ -6,7 +6,7 @@ spec ships (:data:`DEFAULT_TEAM_SPEC`): a CodeAgent and an executor in a selecto
 speaker rule, ``TERMINATE`` to finish, at most 20 turns.
 
 Example:
-    >>> from agent_memory.agents._spec import TeamSpec
+    >>> from agent_memory.agents import TeamSpec
     >>> spec = TeamSpec.model_validate({"name": "fast", "max_turns": 6, "executor": {"timeout_seconds": 30}})
     >>> (spec.code_agent.name, spec.executor.timeout_seconds, spec.context.offload_threshold_tokens)
     ('coder', 30, 500)

@@ -6,8 +6,8 @@ There is no default password; ``agent-memory user add NAME`` creates one.
 
 Example:
     >>> import asyncio
-    >>> from agent_memory.store._db import Database
-    >>> from agent_memory.auth._accounts import UserAccounts
+    >>> from agent_memory.store import Database
+    >>> from agent_memory.auth import UserAccounts
     >>> async def main() -> bool:
     ...     db = await Database.connect()
     ...     try:

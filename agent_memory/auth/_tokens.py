@@ -9,8 +9,8 @@ answers 401 when it returns ``None``; the user travels in ``AccessToken.subject`
 
 Example:
     >>> import asyncio
-    >>> from agent_memory.store._db import Database
-    >>> from agent_memory.auth._tokens import TokenManager
+    >>> from agent_memory.store import Database
+    >>> from agent_memory.auth import TokenManager
     >>> async def main() -> str | None:
     ...     db = await Database.connect()
     ...     try:

@@ -3,11 +3,12 @@ process (stdio) or per bearer token (HTTP).
 """
 
 from ._server import SessionEndFilter, create_server, serve_http
-from ._skills import SKILL_TOOL_NAMES
+from ._skills import SKILL_TOOL_NAMES, register_skill_tools
 
 __all__ = [
     "SKILL_TOOL_NAMES",
     "SessionEndFilter",
     "create_server",
+    "register_skill_tools",
     "serve_http",
 ]

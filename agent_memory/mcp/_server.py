@@ -14,7 +14,7 @@ token attached to the request that carried the call. No tool takes a user argume
 Example:
     >>> import asyncio
     >>> from agent_memory import MemoryStore
-    >>> from agent_memory.mcp._server import create_server
+    >>> from agent_memory.mcp import create_server
     >>> async def main() -> None:
     ...     async with await MemoryStore.open() as store:
     ...         await create_server(store, user_id="alice").run_stdio_async()

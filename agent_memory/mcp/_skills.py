@@ -7,8 +7,8 @@ act for the server's user (stdio ``--user``, or the bearer token's user over HTT
 Agent Skills folder as files (``SKILL.md``, ``scripts/...``) instead of writing on the server's disk.
 
 Example:
-    >>> from agent_memory.mcp._server import create_server
-    >>> from agent_memory.mcp._skills import register_skill_tools
+    >>> from agent_memory.mcp import create_server
+    >>> from agent_memory.mcp import register_skill_tools
     >>> server = create_server(store, user_id="alice")  # doctest: +SKIP
     >>> register_skill_tools(server, force=True)  # doctest: +SKIP
 """

@@ -16,7 +16,7 @@ model's cosine similarities onto [0, 1] so scores stay comparable with the lexic
 
 Example:
     >>> import asyncio
-    >>> from agent_memory.search._embedders import Embedder, NoEmbedder
+    >>> from agent_memory.search import Embedder, NoEmbedder
     >>> Embedder.load_component(NoEmbedder().dump_component()).enabled
     False
     >>> async def main() -> list[list[float]]:

@@ -6,7 +6,7 @@
 
 Example:
     >>> import asyncio
-    >>> from agent_memory.store._db import Database
+    >>> from agent_memory.store import Database
     >>> async def main() -> bool:
     ...     db = await Database.connect()           # embedded server unless a URL is configured
     ...     try:

@@ -5,7 +5,7 @@ so ``head(n)`` of a text is an exact prefix of it. ``grep`` prints ``N:line`` fo
 for context lines, with ``--`` between separate groups, like ``grep -n``.
 
 Example:
-    >>> from agent_memory.store._transforms import apply_transforms
+    >>> from agent_memory.store import apply_transforms
     >>> text = "a\\nb\\nerror: x\\nc\\n"
     >>> apply_transforms(text, head=2)
     'a\\nb\\n'

@@ -7,7 +7,7 @@ what the model reads is the compact text rendering (``return_value_as_string``),
 
 Example:
     >>> from autogen_agentchat.agents import AssistantAgent
-    >>> from agent_memory.tools._autogen import memory_tools
+    >>> from agent_memory.tools import memory_tools
     >>> tools = memory_tools(store, "alice", thread_id="t1")  # doctest: +SKIP
     >>> agent = AssistantAgent("coder", model_client=client, tools=tools)  # doctest: +SKIP
 """

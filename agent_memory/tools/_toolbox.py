@@ -12,7 +12,7 @@ Bad input raises :class:`MemoryToolError` (a ``ValueError``) with a message writ
 Example:
     >>> import asyncio
     >>> from agent_memory import MemoryStore
-    >>> from agent_memory.tools._toolbox import MemoryToolbox
+    >>> from agent_memory.tools import MemoryToolbox
     >>> async def main() -> str:
     ...     async with await MemoryStore.open() as store:
     ...         tools = MemoryToolbox(store, "alice")
