@@ -14,7 +14,9 @@ Two parts:
   + a short excerpt + the exit status, so no agent of the team (nor the UI reading the event stream)
   receives the raw output; a :class:`MemoryStoredEvent` marks the moment it was stored. While the database
   is unreachable the offloader's one rule applies: the output is kept inline (posted as a small output
-  is) and the coder's MemoryContext offloads it once the database is back.
+  is) and the coder's MemoryContext offloads it once the database is back. When the store refuses the
+  output (over its size limit) or fails otherwise, the team gets the status, the excerpt and why it was
+  not stored, never the raw output, and the run goes on.
 
 Example:
     >>> from agent_memory.agents._executor import ExecutorAgent, LocalProcessGroupExecutor
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import re
 import signal
@@ -55,13 +58,17 @@ from autogen_ext.code_executors._common import (
 from autogen_ext.code_executors.local import LocalCommandLineCodeExecutor
 from pydantic import BaseModel
 
-from ..context import Offloader
+from ..context import OffloadedPart, Offloader, Refused
 from ..placeholders import format_memory_ref
 from ..store import MemoryStore
 from ._events import MemoryStoredEvent
 from ._sandbox import RunAs, SandboxIdentity, prepare_work_dir, resolve_sandbox
 
+log = logging.getLogger(__name__)
+
 DEFAULT_MAX_OUTPUT_BYTES = 20 * 1024 * 1024
+# Longest storage error message posted to the team (the log has it in full, with its traceback).
+_ERROR_NOTE_CHARS = 300
 KILL_GRACE_SECONDS = 2.0
 _READ_CHUNK = 64 * 1024
 TIMEOUT_EXIT_CODE = 124  # same codes as AutoGen's executor (and coreutils `timeout`)
@@ -504,17 +511,26 @@ class ExecutorAgent(CodeExecutorAgent):
             "output_bytes": getattr(result, "output_bytes", len(output.encode("utf-8", "backslashreplace"))),
             "source": "executor",
         }
-        part = await self._offloader.offload(
+        part = await self._offloader.prepare(
             output,
             memory_type="command_output",
             metadata=metadata,
             kind=f"{languages[0] if languages else 'code'}: {first_code_line}",
         )
-        if part is None or part.key is None:
-            # Small (or refused by the store, or the database is down): posted inline, exactly; the coder's
-            # MemoryContext offloads it like any big message, once the database is reachable.
+        if part is None:
             return None, f"{status}\nOutput:\n{output}"
-        key = part.key
+        try:
+            stored = await self._offloader.store(output, part)
+        except Exception as exc:  # a failed store must not abort the team's run, nor post the raw output
+            log.exception("could not store the output of %s (%d tokens)", self.name, part.tokens)
+            return None, not_stored_text(status, part, f"{type(exc).__name__}: {exc}")
+        if isinstance(stored, Refused):
+            return None, not_stored_text(status, part, stored.reason)
+        if stored.key is None:
+            # The database is down: posted inline, exactly; the coder's MemoryContext offloads it like any big
+            # message, once the database is reachable.
+            return None, f"{status}\nOutput:\n{output}"
+        key = stored.key
         ref = format_memory_ref(key, part.description, part.tokens)
         text = (
             f"{status}\nThe output ({part.tokens} tokens) was stored in memory: {ref}\n"
@@ -532,3 +548,13 @@ class ExecutorAgent(CodeExecutorAgent):
         raise NotImplementedError(
             "ExecutorAgent holds a live MemoryStore and user; build it with AgentBuilder from a spec instead"
         )
+
+
+def not_stored_text(status: str, part: OffloadedPart, reason: str) -> str:
+    """What the team sees for a big output that could not be stored: status, why, and the excerpt."""
+    if len(reason) > _ERROR_NOTE_CHARS:
+        reason = reason[: _ERROR_NOTE_CHARS - 1] + "…"
+    return (
+        f"{status}\nThe output ({part.tokens} tokens) was too large to show and could not be stored "
+        f"({reason}). Excerpt:\n{part.excerpt}"
+    )

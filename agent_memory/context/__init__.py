@@ -4,7 +4,7 @@ from ._budget import message_tokens
 from ._compaction import describe, excerpt
 from ._config import MemoryContextConfig
 from ._context import MemoryContext, placeholders_in
-from ._offload import DB_UNAVAILABLE_ERRORS, Offloader
+from ._offload import DB_UNAVAILABLE_ERRORS, Offloader, Refused
 from ._state import OffloadedPart
 
 __all__ = [
@@ -13,6 +13,7 @@ __all__ = [
     "MemoryContextConfig",
     "OffloadedPart",
     "Offloader",
+    "Refused",
     "describe",
     "excerpt",
     "message_tokens",

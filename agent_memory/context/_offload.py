@@ -5,7 +5,8 @@ Both :class:`~agent_memory.context.MemoryContext` (every big piece of a message)
 model's one-liner), one excerpt (:func:`excerpt`), one placeholder (``format_memory_ref``) and one answer to
 "the database is down": the exact content stays inline (``pending_content``) and is stored later
 (:meth:`Offloader.store_pending`). Content the store refuses (over its size limit, lone surrogates) is not
-offloaded at all: it stays inline, never altered.
+offloaded: the caller gets a :class:`Refused` that says why, and keeps the content inline, never altered
+(MemoryContext) or posts the excerpt and the reason (the executor).
 
 Cost: one token count (the store is handed it, never counts again), one analysis pass shared by the
 description and both excerpts, one INSERT (benchmarks/RESULTS.md has the figures against that floor).
@@ -73,13 +74,29 @@ def _count_and_analyze(text: str) -> tuple[int, TextFacts]:
     return count_tokens(text), analyze(text)
 
 
+@dataclass(frozen=True)
+class Refused:
+    """Content above the threshold that the store refuses to keep exactly (over its size limit, lone surrogates).
+
+    ``part`` describes it as an offload would have (tokens, description, excerpt; no key); ``error`` says why.
+    """
+
+    part: OffloadedPart
+    error: ValueError
+
+    @property
+    def reason(self) -> str:
+        return f"{type(self.error).__name__}: {self.error}"
+
+
 @dataclass(kw_only=True)
 class Offloader:
     """Stores big texts for one user (and agent/thread) and describes what stays in their place.
 
     Args:
         get_store: returns the store (a context opens its store on first use).
-        threshold_tokens: texts above this many tokens are offloaded.
+        threshold_tokens: texts above this many tokens are offloaded (0: every non-empty text handed in, for a
+            caller that decides by another measure, such as characters).
         excerpt_max_tokens: size of the excerpt kept with the placeholder.
         first_use_max_tokens: size of the first-use view (the full text when it fits, else a larger
             excerpt); 0: no first-use view.
@@ -109,10 +126,32 @@ class Offloader:
         kind: str | None = None,
         tool_name: str | None = None,
         arguments: Any = None,
-    ) -> OffloadedPart | None:
-        """Store ``text`` when it is above the threshold; the part that describes it, or ``None`` (kept inline).
+    ) -> OffloadedPart | Refused | None:
+        """Store ``text`` when it is above the threshold: :meth:`prepare`, then :meth:`store`.
 
-        The part has no ``key`` (``pending_content`` holds the text) when the database is unreachable.
+        ``None``: small, it stays inline. The part has no ``key`` (``pending_content`` holds the text) when the
+        database is unreachable. Other storage errors propagate.
+        """
+        part = await self.prepare(
+            text, memory_type=memory_type, metadata=metadata, slot=slot, kind=kind, tool_name=tool_name,
+            arguments=arguments,
+        )  # fmt: skip
+        return None if part is None else await self.store(text, part)
+
+    async def prepare(
+        self,
+        text: str,
+        *,
+        memory_type: str,
+        metadata: Mapping[str, Any] | None = None,
+        slot: int = 0,
+        kind: str | None = None,
+        tool_name: str | None = None,
+        arguments: Any = None,
+    ) -> OffloadedPart | None:
+        """The part that will describe ``text`` once stored (no key yet); ``None`` when not above the threshold.
+
+        A caller that must survive any storage error (the executor) prepares first, so it has the excerpt to show.
         """
         threshold = self.threshold_tokens
         # A token is at least one UTF-8 byte and a character at most four: short texts need no count.
@@ -163,16 +202,24 @@ class Offloader:
                 message_identifiers(f"{description}\n{json.dumps(arguments, default=str) if arguments else ''}")
             ),
         )
+        return part
+
+    async def store(self, text: str, part: OffloadedPart) -> OffloadedPart | Refused:
+        """Store ``text`` described by ``part`` (from :meth:`prepare`); the part with its key, or kept pending.
+
+        Database unreachable: the part keeps the exact text (``pending_content``, no key) until
+        :meth:`store_pending`. Refused by the store: :class:`Refused` (never altered to fit). Other errors
+        propagate.
+        """
         try:
             part.key = await self._store(text, part)
         except DB_UNAVAILABLE_ERRORS as exc:
-            log.warning("database unreachable (%s): keeping %d tokens inline until it is back", exc, tokens)
+            log.warning("database unreachable (%s): keeping %d tokens inline until it is back", exc, part.tokens)
             part.pending_content = text
         except ValueError as exc:
-            # The store refuses what it cannot keep exactly (lone surrogates, over the size limit). It must not
-            # be altered or lost here either: it stays inline, as an unbounded context would keep it.
-            log.warning("content not offloaded, kept inline: %s", exc)
-            return None
+            # The store refuses what it cannot keep exactly (lone surrogates, over the size limit).
+            log.warning("the store refused %d tokens: %s", part.tokens, exc)
+            return Refused(part, exc)
         return part
 
     async def store_pending(self, part: OffloadedPart) -> None:
@@ -246,7 +293,8 @@ async def intercept(
     """The context entry for ``message``: each big piece offloaded, its slot emptied and described by a part.
 
     ``calls`` are the recent function calls (to record a result's tool arguments); results of ``skip_tools``
-    are never offloaded (they already are capped views of the store).
+    are never offloaded (they already are capped views of the store). A piece the store refuses
+    (:class:`Refused`) stays in its slot, exactly, as an unbounded context would keep it.
     """
     if isinstance(message, SystemMessage):
         return ContextEntry(message=message)
@@ -260,7 +308,7 @@ async def intercept(
             memory_type = "command_output" if COMMAND_TOOL_RE.search(message.source) else "agent_output"
         if isinstance(message.content, str):
             part = await offloader.offload(message.content, memory_type=memory_type, metadata=base_meta, kind=kind)
-            if part is None:
+            if not isinstance(part, OffloadedPart):
                 return ContextEntry(message=message)
             return ContextEntry(message=message.model_copy(update={"content": ""}), parts=[part])
         new_content: list[Any] = list(message.content)
@@ -268,7 +316,7 @@ async def intercept(
         for i, piece in enumerate(message.content):
             if isinstance(piece, str):
                 part = await offloader.offload(piece, memory_type=memory_type, metadata=base_meta, slot=i, kind=kind)
-                if part is not None:
+                if isinstance(part, OffloadedPart):
                     parts.append(part)
                     new_content[i] = ""
         if not parts:
@@ -280,7 +328,7 @@ async def intercept(
             part = await offloader.offload(
                 message.content, memory_type="assistant_output", metadata=base_meta, kind="assistant"
             )
-            if part is None:
+            if not isinstance(part, OffloadedPart):
                 return ContextEntry(message=message)
             return ContextEntry(message=message.model_copy(update={"content": ""}), parts=[part])
         return ContextEntry(message=message)  # function calls: arguments must stay valid JSON
@@ -304,7 +352,7 @@ async def intercept(
             tool_name=result.name or "tool",
             arguments=arguments,
         )
-        if part is not None:
+        if isinstance(part, OffloadedPart):
             parts.append(part)
             results[i] = result.model_copy(update={"content": ""})
     if not parts:

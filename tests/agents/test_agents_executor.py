@@ -321,3 +321,66 @@ async def test_stored_output_is_described_like_memory_context_describes_it(
     assert stored.description == describe(output, kind="bash: seq 1 3000")
     assert f"Excerpt:\n{excerpt(output, max_tokens=200)}\n" in items[-1].chat_message.to_text()  # type: ignore[union-attr]
     assert stored.metadata["offloaded_by"] == "ExecutorAgent"
+
+
+async def test_output_the_store_refuses_is_posted_as_status_excerpt_and_reason(
+    database_url: str, user_id: str, tmp_path: Path
+) -> None:
+    """Refused by the store (over max_content_bytes): never the raw output, but why it was not stored."""
+    from agent_memory.config import Settings
+
+    async with await MemoryStore.open(
+        database_url, settings=Settings(database_url=database_url, max_content_bytes=4096)
+    ) as small:
+        agent = ExecutorAgent("executor", LocalProcessGroupExecutor(work_dir=tmp_path), store=small, user_id=user_id)
+        items = [
+            item
+            async for item in agent.on_messages_stream(
+                [TextMessage(content="```bash\nseq 1 12000\n```", source="coder")], CancellationToken()
+            )
+        ]
+        assert await small.list(user_id=user_id) == []
+
+    posted = items[-1].chat_message.to_text()  # type: ignore[union-attr]
+    assert not any(isinstance(i, MemoryStoredEvent) for i in items)
+    status, rest = posted.split("\n", 1)
+    assert status.startswith("Exit code 0 (success)")
+    assert rest.startswith("The output (")
+    assert "could not be stored (ValueError: content is 60894 bytes; the limit is 4096" in rest
+    assert "Excerpt:\n1\n2\n" in rest and rest.rstrip().endswith("12000")
+    assert len(posted) < 1000
+
+
+async def test_an_unexpected_storage_error_posts_status_excerpt_and_error_and_the_run_goes_on(
+    database_url: str, user_id: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A read-only database (not "unreachable", not a refusal): the team still gets a short report, no crash."""
+    from agent_memory.config import Settings
+    from agent_memory.store import Database
+
+    settings = Settings(database_url=database_url)
+    read_only_url = database_url + ("&" if "?" in database_url else "?") + "default_transaction_read_only=on"
+    read_only = MemoryStore(await Database.connect(read_only_url, settings=settings, apply_schema=False), settings)
+    try:
+        agent = ExecutorAgent(
+            "executor", LocalProcessGroupExecutor(work_dir=tmp_path), store=read_only, user_id=user_id
+        )
+        items = [
+            item
+            async for item in agent.on_messages_stream(
+                [TextMessage(content="```bash\nseq 1 12000\n```", source="coder")], CancellationToken()
+            )
+        ]
+    finally:
+        await read_only.close()
+
+    posted = items[-1].chat_message.to_text()  # type: ignore[union-attr]
+    assert not any(isinstance(i, MemoryStoredEvent) for i in items)
+    status, rest = posted.split("\n", 1)
+    assert status.startswith("Exit code 0 (success)")
+    assert rest.startswith("The output (")
+    assert "could not be stored (ReadOnlySQLTransactionError: " in posted
+    assert "Excerpt:\n1\n2\n" in posted and posted.rstrip().endswith("12000")
+    assert len(posted) < 1000
+    [record] = [r for r in caplog.records if r.name == "agent_memory.agents._executor"]
+    assert record.exc_info is not None and record.exc_info[0].__name__ == "ReadOnlySQLTransactionError"
