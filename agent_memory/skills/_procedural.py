@@ -4,7 +4,9 @@
 * ``use_skill``: parameters validated against the skill's schema, then the skill runs in the executor the caller
   handed in (``executor=`` or :meth:`ProceduralMemory.use_executor`; the agents wing hands in its sandboxed
   ``LocalProcessGroupExecutor`` or the team's own executor). Without one, nothing runs: a skill is model-written
-  code and never runs unsandboxed by default.
+  code and never runs unsandboxed by default. An output over ``max_output_chars`` goes through the context
+  wing's one :class:`~agent_memory.context.Offloader` (same description, excerpt and database-down rule as
+  MemoryContext and the executor).
 * capture (``propose_skill_from_success``), lessons (:class:`~agent_memory.skills._lessons.LessonMemory`) and
   SKILL.md export/import.
 
@@ -28,15 +30,16 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Unpack
 
 from autogen_core import CancellationToken
-from autogen_core.code_executor import CodeBlock, CodeExecutor
+from autogen_core.code_executor import CodeBlock, CodeExecutor, CodeResult
 from autogen_core.models import ChatCompletionClient
 
-from ..context import excerpt
+from ..context import DB_UNAVAILABLE_ERRORS, Offloader, Refused
 from ..search import Embedder
 from ..store import MemoryStore
 from ..validation import check_identifier, check_user_id
@@ -58,6 +61,8 @@ from ._models import (
 from ._params import validate_params
 from ._registry import PruneOptions, SkillRegistry
 from ._skill_md import find_skill_folders, read_skill_folder, write_skill_folder
+
+log = logging.getLogger(__name__)
 
 NO_EXECUTOR = (
     "no executor to run skills in: hand one in with ProceduralMemory(..., executor=...) or use_executor(...) "
@@ -208,26 +213,51 @@ class ProceduralMemory(LessonMemory):
         result = await executor.execute_code_blocks([block], cancellation_token or CancellationToken())
         timed_out = bool(getattr(result, "timed_out", False))
         success = result.exit_code == 0 and not timed_out
-        output = result.output
-        memory_key: str | None = None
-        truncated = False
-        if len(output) > self.settings.max_output_chars:
-            memory_key = await self.store.store(
-                output, user_id=self.user_id, agent_id=self.agent_id, memory_type="command_output",
-                description=f"skill {skill.name} v{skill.version} output ({'ok' if success else 'failed'})",
-                metadata={"skill": skill.name, "skill_version": skill.version, "params": values,
-                          "exit_code": result.exit_code, "source": "skills"},
-            )  # fmt: skip
-            output = excerpt(output, max_tokens=max(50, self.settings.max_output_chars // 8))
-            truncated = True
+        output, truncated, memory_key = await self._shown_output(skill, values, result)
         error = None if success else error_summary(result.output)
-        await self.registry.record_run(self.user_id, self.agent_id, skill.name, skill.version, success=success,
-                                       error=error)  # fmt: skip
+        try:
+            await self.registry.record_run(self.user_id, self.agent_id, skill.name, skill.version, success=success,
+                                           error=error)  # fmt: skip
+        except DB_UNAVAILABLE_ERRORS as exc:  # the run happened: its output matters more than its count
+            log.warning("run of skill %r not counted, the database is unreachable: %s", skill.name, exc)
         return SkillRun(
             name=skill.name, version=skill.version, success=success, exit_code=result.exit_code, output=output,
             truncated=truncated, timed_out=timed_out, duration_s=getattr(result, "duration_s", None),
             memory_key=memory_key,
         )  # fmt: skip
+
+    async def _shown_output(
+        self, skill: Skill, values: dict[str, Any], result: CodeResult
+    ) -> tuple[str, bool, str | None]:
+        """(output shown, truncated, memory key): an output over ``max_output_chars`` is stored, an excerpt shown.
+
+        Database down: the output is shown in full (not lost; the caller's MemoryContext offloads it once the
+        database is back). Refused by the store (over its size limit): the excerpt, with no key.
+        """
+        output = result.output
+        if len(output) <= self.settings.max_output_chars:
+            return output, False, None
+        offloaded = await self._offloader().offload(
+            output, memory_type="command_output", kind=f"skill {skill.name} v{skill.version}",
+            metadata={"skill": skill.name, "skill_version": skill.version, "params": values,
+                      "exit_code": result.exit_code, "source": "skills"},
+        )  # fmt: skip
+        if isinstance(offloaded, Refused):
+            log.warning("output of skill %r not stored, excerpt shown: %s", skill.name, offloaded.reason)
+            return offloaded.part.excerpt, True, None
+        if offloaded is None or offloaded.key is None:
+            return output, False, None
+        return offloaded.excerpt, True, offloaded.key
+
+    def _offloader(self) -> Offloader:
+        return Offloader(
+            self._get_store, user_id=self.user_id, agent_id=self.agent_id, thread_id=None,
+            threshold_tokens=0,  # every output handed in: max_output_chars (characters) decides what is big
+            excerpt_max_tokens=max(50, self.settings.max_output_chars // 8), offloaded_by="ProceduralMemory",
+        )  # fmt: skip
+
+    async def _get_store(self) -> MemoryStore:
+        return self.store
 
     # ------------------------------------------------------------------ capture
 

@@ -10,6 +10,8 @@ from support.skills import procedural_memory
 
 from agent_memory import MemoryStore
 from agent_memory.agents import LocalProcessGroupExecutor
+from agent_memory.config import Settings
+from agent_memory.context import describe
 from agent_memory.skills import (
     ProceduralMemory,
     ProceduralMemorySettings,
@@ -271,6 +273,56 @@ async def test_big_output_is_stored_in_memory_and_only_an_excerpt_returned(
     full = await store.retrieve(run.memory_key, user_id=user_id)
     assert full == "".join(f"line {i}\n" for i in range(5000))
     assert f"Full output stored as {run.memory_key}" in run.render()
+    [item] = await store.list(user_id=user_id)
+    assert item.metadata["offloaded_by"] == "ProceduralMemory" and item.metadata["skill"] == "many_lines"
+    assert item.description == describe(full, kind="skill many_lines v1")  # the one offloader's description
+
+
+async def test_big_output_the_store_refuses_is_cut_to_an_excerpt_with_no_key(
+    database_url: str, user_id: str, tmp_path: Path
+) -> None:
+    async with await MemoryStore.open(
+        database_url, settings=Settings(database_url=database_url, max_content_bytes=4096)
+    ) as small:
+        skills = memory(small, user_id, tmp_path, max_output_chars=1000)
+        await skills.register_skill(
+            "many_lines", "Print many numbered lines", "for i in range(5000):\n    print('line', i)\n"
+        )
+        run = await skills.use_skill("many_lines")
+        assert run.success and run.truncated and run.memory_key is None
+        assert len(run.output) < 1000 and "line 0" in run.output and "line 4999" in run.output
+        assert await small.list(user_id=user_id) == []
+        assert (await skills.get_skill("many_lines")).execution_count == 1
+
+
+class DatabaseGoesDownDuringTheRun(LocalProcessGroupExecutor):
+    """Runs the code, then closes the store's pool: the database is gone by the time the output is stored."""
+
+    def __init__(self, store: MemoryStore, work_dir: Path) -> None:
+        super().__init__(timeout=60, work_dir=work_dir)
+        self._store = store
+
+    async def execute_code_blocks(self, code_blocks, cancellation_token):  # type: ignore[no-untyped-def]
+        result = await super().execute_code_blocks(code_blocks, cancellation_token)
+        await self._store.close()
+        return result
+
+
+async def test_big_output_is_returned_in_full_while_the_database_is_down(
+    store: MemoryStore, database_url: str, user_id: str, tmp_path: Path
+) -> None:
+    doomed = await MemoryStore.open(database_url, settings=Settings(database_url=database_url))
+    skills = ProceduralMemory(
+        doomed, user_id=user_id, agent_id="coder", settings=ProceduralMemorySettings(max_output_chars=1000),
+        executor=DatabaseGoesDownDuringTheRun(doomed, tmp_path),
+    )  # fmt: skip
+    await skills.register_skill(
+        "many_lines", "Print many numbered lines", "for i in range(5000):\n    print('line', i)\n"
+    )
+    run = await skills.use_skill("many_lines")
+    assert run.success and not run.truncated and run.memory_key is None
+    assert run.output == "".join(f"line {i}\n" for i in range(5000))
+    assert await store.list(user_id=user_id) == []
 
 
 async def test_concurrent_registrations_respect_the_limit(store: MemoryStore, user_id: str, tmp_path: Path) -> None:
