@@ -2,7 +2,7 @@
 
 from ._budget import message_tokens
 from ._compaction import describe, excerpt
-from ._config import MemoryContextConfig
+from ._config import MemoryContextConfig, MemoryContextSettings
 from ._context import MemoryContext, placeholders_in
 from ._offload import DB_UNAVAILABLE_ERRORS, Offloader, Refused
 from ._state import OffloadedPart
@@ -11,6 +11,7 @@ __all__ = [
     "DB_UNAVAILABLE_ERRORS",
     "MemoryContext",
     "MemoryContextConfig",
+    "MemoryContextSettings",
     "OffloadedPart",
     "Offloader",
     "Refused",

@@ -2,7 +2,8 @@
 
 ``MemoryContext(store, user_id, ..., **settings)`` validates its keyword settings with this model, and
 ``MemoryContext.load_component`` builds the context from it, so a setting, its default and its bounds are
-written here and nowhere else.
+written here and nowhere else. :class:`MemoryContextSettings` lists the same keyword settings for type
+checkers (``**settings: Unpack[MemoryContextSettings]``); a test keeps the two lists equal.
 
 Example:
     >>> MemoryContextConfig(user_id="alice", skip_offload_tools={"b_tool", "a_tool"}).skip_offload_tools
@@ -12,6 +13,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TypedDict
 
 from autogen_core import ComponentModel
 from autogen_core.models import LLMMessage
@@ -55,3 +57,26 @@ class MemoryContextConfig(BaseModel):
     def _sorted_names(cls, value: Iterable[str]) -> list[str]:
         # Any iterable of names (a frozenset such as MEMORY_TOOL_NAMES); sorted so configs compare and dump stably.
         return sorted(value)
+
+
+class MemoryContextSettings(TypedDict, total=False):
+    """The keyword settings of ``MemoryContext(...)`` beyond its named parameters, for type checkers.
+
+    Exactly the fields of :class:`MemoryContextConfig` that ``MemoryContext.__init__`` does not name (defaults,
+    bounds and meaning are there); ``skip_offload_tools`` takes any iterable of names, as the config does.
+    """
+
+    first_use_max_tokens: int
+    keep_recent_full: int
+    excerpt_max_tokens: int
+    expansion_max_tokens: int
+    user_layer_max_tokens: int
+    recall_on_ambiguity: bool
+    autosave: bool
+    llm_descriptions: bool
+    llm_judge: bool
+    llm_timeout_seconds: float
+    retry_interval_seconds: float
+    database_url: str | None
+    initial_messages: list[LLMMessage] | None
+    skip_offload_tools: Iterable[str]

@@ -35,7 +35,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Self
+from typing import Any, Self, Unpack
 from urllib.parse import urlsplit
 
 from autogen_core import Component, FunctionCall
@@ -53,7 +53,7 @@ from ..placeholders import parse_memory_refs
 from ..store import ContextStates, MemoryStore
 from ..validation import check_identifier, check_user_id
 from ._budget import build, plan
-from ._config import MemoryContextConfig
+from ._config import MemoryContextConfig, MemoryContextSettings
 from ._offload import DB_UNAVAILABLE_ERRORS, Offloader, intercept
 from ._recall import Recaller, candidates
 from ._render import Renderer, text_of
@@ -73,7 +73,8 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         token_budget: when set, ``get_messages`` returns at most this many tokens (see ``context_budget``).
         model_client: optional model for one-line summaries of offloaded items (and, with ``llm_judge``,
             for deciding which items to expand); every LLM failure falls back to the deterministic rules.
-        **settings: the other settings of :class:`MemoryContextConfig` (defaults and bounds are there):
+        **settings: the other settings of :class:`MemoryContextConfig` (defaults and bounds are there), typed by
+            :class:`MemoryContextSettings`:
 
             first_use_max_tokens: the newest offloaded items are shown in full up to this size ("first use").
             keep_recent_full: how many of the newest offloaded items keep their first-use view.
@@ -106,18 +107,21 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         offload_threshold_tokens: int = 500,
         token_budget: int | None = None,
         model_client: ChatCompletionClient | None = None,
-        **settings: Any,
+        **settings: Unpack[MemoryContextSettings],
     ) -> None:
-        unknown = sorted(set(settings) - MemoryContextConfig.model_fields.keys())
+        unknown = sorted(set(settings) - MemoryContextSettings.__optional_keys__)  # for callers without a type checker
         if unknown:
             raise TypeError(f"MemoryContext got unexpected keyword argument(s): {', '.join(unknown)}")
-        config = MemoryContextConfig(
-            user_id=check_user_id(user_id),
-            agent_id=check_identifier(agent_id, "agent_id", optional=True),
-            thread_id=check_identifier(thread_id, "thread_id", optional=True),
-            offload_threshold_tokens=offload_threshold_tokens,
-            token_budget=token_budget,
-            **settings,
+        # Validated as data: the config turns any iterable of tool names into its sorted list.
+        config = MemoryContextConfig.model_validate(
+            dict(
+                settings,
+                user_id=check_user_id(user_id),
+                agent_id=check_identifier(agent_id, "agent_id", optional=True),
+                thread_id=check_identifier(thread_id, "thread_id", optional=True),
+                offload_threshold_tokens=offload_threshold_tokens,
+                token_budget=token_budget,
+            )
         )
         super().__init__(config.initial_messages)
         self._config = config

@@ -5,9 +5,11 @@ All tests run against the real PostgreSQL of the session (tests/conftest.py) and
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import uuid
+from typing import Unpack, get_type_hints
 
 import pytest
 from autogen_core import FunctionCall
@@ -22,7 +24,7 @@ from autogen_core.models import (
 )
 
 from agent_memory import MemoryContext, MemoryContextConfig, MemoryNotFound, MemoryStore
-from agent_memory.context import message_tokens, placeholders_in
+from agent_memory.context import MemoryContextSettings, message_tokens, placeholders_in
 from agent_memory.placeholders import parse_memory_refs
 from agent_memory.tokens import count_tokens
 
@@ -640,6 +642,26 @@ async def test_component_config_keeps_the_memory_model_client(store: MemoryStore
     assert isinstance(loaded._model_client, OpenAIChatCompletionClient)
     assert loaded._model_client.dump_component().config["model"] == "gpt-4o-mini"
     assert loaded._to_config().llm_judge is True
+
+
+def test_typed_keyword_settings_and_the_config_fields_are_the_same_list() -> None:
+    """Every config field is either a named parameter of MemoryContext or a key of its typed **settings."""
+    named = set(inspect.signature(MemoryContext.__init__).parameters) - {"self", "store", "settings"}
+    typed = set(MemoryContextSettings.__optional_keys__)
+    assert MemoryContextSettings.__required_keys__ == frozenset()
+    assert named & typed == set()
+    assert named | typed == set(MemoryContextConfig.model_fields)
+    assert get_type_hints(MemoryContext.__init__)["settings"] == Unpack[MemoryContextSettings]
+
+
+def test_unknown_keyword_setting_is_refused() -> None:
+    with pytest.raises(TypeError, match=r"unexpected keyword argument.*: keep_recent"):
+        MemoryContext(store=None, user_id="alice", keep_recent=3)  # type: ignore[call-arg]
+
+
+def test_tool_names_to_skip_may_be_any_iterable() -> None:
+    ctx = MemoryContext(store=None, user_id="alice", skip_offload_tools=frozenset({"b_tool", "a_tool"}))
+    assert ctx._to_config().skip_offload_tools == ["a_tool", "b_tool"]
 
 
 async def test_initial_messages_are_kept_as_given(store: MemoryStore, user_id: str) -> None:
