@@ -31,7 +31,7 @@ import re
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Required, TypedDict, Unpack
 
 import asyncpg
 from autogen_core import FunctionCall
@@ -72,6 +72,17 @@ _THREAD_CHARS = 200_000
 
 def _count_and_analyze(text: str) -> tuple[int, TextFacts]:
     return count_tokens(text), analyze(text)
+
+
+class Piece(TypedDict, total=False):
+    """What a caller tells the offloader about a text: recorded with it and used in its description."""
+
+    memory_type: Required[str]
+    metadata: Mapping[str, Any] | None
+    slot: int  # the position of the text in its message (a context entry's part refers to it)
+    kind: str | None  # where it came from, when not a tool: "user paste", "bash: seq 1 3000"...
+    tool_name: str | None
+    arguments: Any  # the tool call's arguments (recorded, and named in the description)
 
 
 @dataclass(frozen=True)
@@ -116,43 +127,22 @@ class Offloader:
     llm_timeout_seconds: float = 10.0
     offloaded_by: str
 
-    async def offload(
-        self,
-        text: str,
-        *,
-        memory_type: str,
-        metadata: Mapping[str, Any] | None = None,
-        slot: int = 0,
-        kind: str | None = None,
-        tool_name: str | None = None,
-        arguments: Any = None,
-    ) -> OffloadedPart | Refused | None:
+    async def offload(self, text: str, **piece: Unpack[Piece]) -> OffloadedPart | Refused | None:
         """Store ``text`` when it is above the threshold: :meth:`prepare`, then :meth:`store`.
 
         ``None``: small, it stays inline. The part has no ``key`` (``pending_content`` holds the text) when the
         database is unreachable. Other storage errors propagate.
         """
-        part = await self.prepare(
-            text, memory_type=memory_type, metadata=metadata, slot=slot, kind=kind, tool_name=tool_name,
-            arguments=arguments,
-        )  # fmt: skip
+        part = await self.prepare(text, **piece)
         return None if part is None else await self.store(text, part)
 
-    async def prepare(
-        self,
-        text: str,
-        *,
-        memory_type: str,
-        metadata: Mapping[str, Any] | None = None,
-        slot: int = 0,
-        kind: str | None = None,
-        tool_name: str | None = None,
-        arguments: Any = None,
-    ) -> OffloadedPart | None:
+    async def prepare(self, text: str, **piece: Unpack[Piece]) -> OffloadedPart | None:
         """The part that will describe ``text`` once stored (no key yet); ``None`` when not above the threshold.
 
         A caller that must survive any storage error (the executor) prepares first, so it has the excerpt to show.
         """
+        memory_type, kind, tool_name = piece["memory_type"], piece.get("kind"), piece.get("tool_name")
+        arguments = piece.get("arguments")
         threshold = self.threshold_tokens
         # A token is at least one UTF-8 byte and a character at most four: short texts need no count.
         if len(text) * 4 <= threshold:
@@ -180,7 +170,7 @@ class Offloader:
                 timeout_seconds=self.llm_timeout_seconds,
             )
         description = printable(description)
-        meta = dict(metadata or {})
+        meta = dict(piece.get("metadata") or {})
         meta.update(
             agent_id=self.agent_id,
             thread_id=self.thread_id,
@@ -189,7 +179,7 @@ class Offloader:
         )
         short, first_use, first_use_is_full = self._views(text, tokens, facts)
         part = OffloadedPart(
-            slot=slot,
+            slot=piece.get("slot", 0),
             tokens=tokens,
             description=description,
             excerpt=short,

@@ -7,12 +7,14 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from autogen_agentchat.base import TaskResult
 from autogen_agentchat.messages import CodeExecutionEvent, TextMessage
 from autogen_core import CancellationToken
 from autogen_core.code_executor import CodeBlock
+from support.databases import open_store
 from support.scripted_llm import ScriptedLLM
 
 from agent_memory import MemoryStore
@@ -33,6 +35,12 @@ async def wait_until(condition, limit_s: float = 20.0) -> None:  # type: ignore[
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached")
         await asyncio.sleep(0.05)
+
+
+async def run_stream(agent: ExecutorAgent, code: str) -> list[Any]:
+    """Everything the executor agent yields for one message of the coder holding ``code``."""
+    message = TextMessage(content=code, source="coder")
+    return [item async for item in agent.on_messages_stream([message], CancellationToken())]
 
 
 def marker_seconds() -> str:
@@ -141,10 +149,7 @@ async def test_large_output_is_stored_and_only_placeholder_excerpt_and_status_ar
     )
     code = "```bash\nseq 1 20000\necho 'error: disk quota exceeded' >&2\nexit 2\n```"
 
-    items = [
-        item
-        async for item in agent.on_messages_stream([TextMessage(content=code, source="coder")], CancellationToken())
-    ]
+    items = await run_stream(agent, code)
 
     stored = [i for i in items if isinstance(i, MemoryStoredEvent)]
     executions = [i for i in items if isinstance(i, CodeExecutionEvent)]
@@ -263,12 +268,7 @@ async def test_executor_agent_works_with_any_autogen_code_executor(
         plain = LocalCommandLineCodeExecutor(work_dir=tmp_path, timeout=30)
     agent = ExecutorAgent("executor", plain, store=store, user_id=user_id)
 
-    items = [
-        item
-        async for item in agent.on_messages_stream(
-            [TextMessage(content="```bash\nseq 1 3000\n```", source="coder")], CancellationToken()
-        )
-    ]
+    items = await run_stream(agent, "```bash\nseq 1 3000\n```")
 
     [stored] = [i for i in items if isinstance(i, MemoryStoredEvent)]
     item = await store.get(stored.memory_key, user_id=user_id)
@@ -288,12 +288,7 @@ async def test_database_down_keeps_the_output_inline_for_the_coders_context_to_o
     await broken.close()
     agent = ExecutorAgent("executor", LocalProcessGroupExecutor(work_dir=tmp_path), store=broken, user_id=user_id)
 
-    items = [
-        item
-        async for item in agent.on_messages_stream(
-            [TextMessage(content="```bash\nseq 1 3000\n```", source="coder")], CancellationToken()
-        )
-    ]
+    items = await run_stream(agent, "```bash\nseq 1 3000\n```")
 
     posted = items[-1].chat_message.to_text()  # type: ignore[union-attr]
     assert not any(isinstance(i, MemoryStoredEvent) for i in items)
@@ -309,12 +304,7 @@ async def test_stored_output_is_described_like_memory_context_describes_it(
     from agent_memory.context import describe, excerpt
 
     agent = ExecutorAgent("executor", LocalProcessGroupExecutor(work_dir=tmp_path), store=store, user_id=user_id)
-    items = [
-        item
-        async for item in agent.on_messages_stream(
-            [TextMessage(content="```bash\nseq 1 3000\n```", source="coder")], CancellationToken()
-        )
-    ]
+    items = await run_stream(agent, "```bash\nseq 1 3000\n```")
 
     [stored] = [i for i in items if isinstance(i, MemoryStoredEvent)]
     output = "".join(f"{i}\n" for i in range(1, 3001))
@@ -323,32 +313,28 @@ async def test_stored_output_is_described_like_memory_context_describes_it(
     assert stored.metadata["offloaded_by"] == "ExecutorAgent"
 
 
-async def test_output_the_store_refuses_is_posted_as_status_excerpt_and_reason(
-    database_url: str, user_id: str, tmp_path: Path
-) -> None:
-    """Refused by the store (over max_content_bytes): never the raw output, but why it was not stored."""
-    from agent_memory.config import Settings
-
-    async with await MemoryStore.open(
-        database_url, settings=Settings(database_url=database_url, max_content_bytes=4096)
-    ) as small:
-        agent = ExecutorAgent("executor", LocalProcessGroupExecutor(work_dir=tmp_path), store=small, user_id=user_id)
-        items = [
-            item
-            async for item in agent.on_messages_stream(
-                [TextMessage(content="```bash\nseq 1 12000\n```", source="coder")], CancellationToken()
-            )
-        ]
-        assert await small.list(user_id=user_id) == []
-
-    posted = items[-1].chat_message.to_text()  # type: ignore[union-attr]
+def assert_not_stored_report(items: list[Any], reason: str) -> None:
+    """The report of ``seq 1 12000`` that could not be stored: status, why, excerpt; never the raw output."""
+    posted = items[-1].chat_message.to_text()
     assert not any(isinstance(i, MemoryStoredEvent) for i in items)
     status, rest = posted.split("\n", 1)
     assert status.startswith("Exit code 0 (success)")
     assert rest.startswith("The output (")
-    assert "could not be stored (ValueError: content is 60894 bytes; the limit is 4096" in rest
+    assert f"could not be stored ({reason}" in rest
     assert "Excerpt:\n1\n2\n" in rest and rest.rstrip().endswith("12000")
     assert len(posted) < 1000
+
+
+async def test_output_the_store_refuses_is_posted_as_status_excerpt_and_reason(
+    database_url: str, user_id: str, tmp_path: Path
+) -> None:
+    """Refused by the store (over max_content_bytes): never the raw output, but why it was not stored."""
+    async with await open_store(database_url, max_content_bytes=4096) as small:
+        agent = ExecutorAgent("executor", LocalProcessGroupExecutor(work_dir=tmp_path), store=small, user_id=user_id)
+        items = await run_stream(agent, "```bash\nseq 1 12000\n```")
+        assert await small.list(user_id=user_id) == []
+
+    assert_not_stored_report(items, "ValueError: content is 60894 bytes; the limit is 4096")
 
 
 async def test_an_unexpected_storage_error_posts_status_excerpt_and_error_and_the_run_goes_on(
@@ -365,22 +351,10 @@ async def test_an_unexpected_storage_error_posts_status_excerpt_and_error_and_th
         agent = ExecutorAgent(
             "executor", LocalProcessGroupExecutor(work_dir=tmp_path), store=read_only, user_id=user_id
         )
-        items = [
-            item
-            async for item in agent.on_messages_stream(
-                [TextMessage(content="```bash\nseq 1 12000\n```", source="coder")], CancellationToken()
-            )
-        ]
+        items = await run_stream(agent, "```bash\nseq 1 12000\n```")
     finally:
         await read_only.close()
 
-    posted = items[-1].chat_message.to_text()  # type: ignore[union-attr]
-    assert not any(isinstance(i, MemoryStoredEvent) for i in items)
-    status, rest = posted.split("\n", 1)
-    assert status.startswith("Exit code 0 (success)")
-    assert rest.startswith("The output (")
-    assert "could not be stored (ReadOnlySQLTransactionError: " in posted
-    assert "Excerpt:\n1\n2\n" in posted and posted.rstrip().endswith("12000")
-    assert len(posted) < 1000
+    assert_not_stored_report(items, "ReadOnlySQLTransactionError: ")
     [record] = [r for r in caplog.records if r.name == "agent_memory.agents._executor"]
     assert record.exc_info is not None and record.exc_info[0].__name__ == "ReadOnlySQLTransactionError"

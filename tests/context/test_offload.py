@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from autogen_core.models import FunctionExecutionResult, FunctionExecutionResultMessage
+from support.databases import open_store
 
 from agent_memory import MemoryContext, MemoryStore
-from agent_memory.config import Settings
 from agent_memory.context import OffloadedPart, Offloader, Refused
 
 
@@ -14,9 +14,7 @@ def numbered(n: int) -> str:
 
 
 async def test_refused_content_comes_back_with_the_reason_and_the_excerpt(database_url: str, user_id: str) -> None:
-    async with await MemoryStore.open(
-        database_url, settings=Settings(database_url=database_url, max_content_bytes=4096)
-    ) as small:
+    async with await open_store(database_url, max_content_bytes=4096) as small:
 
         async def get_store() -> MemoryStore:
             return small
@@ -42,9 +40,7 @@ async def test_refused_content_comes_back_with_the_reason_and_the_excerpt(databa
 
 
 async def test_a_refused_tool_result_stays_in_its_slot_exactly(database_url: str, user_id: str) -> None:
-    async with await MemoryStore.open(
-        database_url, settings=Settings(database_url=database_url, max_content_bytes=4096)
-    ) as small:
+    async with await open_store(database_url, max_content_bytes=4096) as small:
         ctx = MemoryContext(store=small, user_id=user_id, offload_threshold_tokens=100)
         message = FunctionExecutionResultMessage(
             content=[

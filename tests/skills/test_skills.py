@@ -6,11 +6,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from support.databases import open_store
 from support.skills import procedural_memory
 
 from agent_memory import MemoryStore
 from agent_memory.agents import LocalProcessGroupExecutor
-from agent_memory.config import Settings
 from agent_memory.context import describe
 from agent_memory.skills import (
     ProceduralMemory,
@@ -281,9 +281,7 @@ async def test_big_output_is_stored_in_memory_and_only_an_excerpt_returned(
 async def test_big_output_the_store_refuses_is_cut_to_an_excerpt_with_no_key(
     database_url: str, user_id: str, tmp_path: Path
 ) -> None:
-    async with await MemoryStore.open(
-        database_url, settings=Settings(database_url=database_url, max_content_bytes=4096)
-    ) as small:
+    async with await open_store(database_url, max_content_bytes=4096) as small:
         skills = memory(small, user_id, tmp_path, max_output_chars=1000)
         await skills.register_skill(
             "many_lines", "Print many numbered lines", "for i in range(5000):\n    print('line', i)\n"
@@ -311,7 +309,7 @@ class DatabaseGoesDownDuringTheRun(LocalProcessGroupExecutor):
 async def test_big_output_is_returned_in_full_while_the_database_is_down(
     store: MemoryStore, database_url: str, user_id: str, tmp_path: Path
 ) -> None:
-    doomed = await MemoryStore.open(database_url, settings=Settings(database_url=database_url))
+    doomed = await open_store(database_url)
     skills = ProceduralMemory(
         doomed, user_id=user_id, agent_id="coder", settings=ProceduralMemorySettings(max_output_chars=1000),
         executor=DatabaseGoesDownDuringTheRun(doomed, tmp_path),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -33,6 +34,6 @@ async def fresh_database(server_url: str, prefix: str = "am_test") -> AsyncItera
             await conn.close()
 
 
-async def open_store(database_url: str) -> MemoryStore:
-    """A MemoryStore on ``database_url`` whose settings name that URL too (not the environment's)."""
-    return await MemoryStore.open(database_url, settings=Settings(database_url=database_url))
+async def open_store(database_url: str, **settings: Any) -> MemoryStore:
+    """A MemoryStore on ``database_url`` whose settings name that URL too (not the environment's), and ``settings``."""
+    return await MemoryStore.open(database_url, settings=Settings(database_url=database_url, **settings))
