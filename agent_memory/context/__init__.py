@@ -1,7 +1,7 @@
 """The context wing of agent-memory: MemoryContext and the one offloader (also used by the executor)."""
 
 from ._budget import message_tokens
-from ._compaction import describe, excerpt
+from ._compaction import describe, excerpt, salient_identifiers
 from ._config import MemoryContextConfig, MemoryContextSettings
 from ._context import MemoryContext, placeholders_in
 from ._offload import DB_UNAVAILABLE_ERRORS, Offloader, Refused
@@ -19,4 +19,5 @@ __all__ = [
     "excerpt",
     "message_tokens",
     "placeholders_in",
+    "salient_identifiers",
 ]

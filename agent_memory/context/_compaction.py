@@ -7,7 +7,7 @@ lines, the lines that mention errors or warnings (with their line numbers) and t
 deterministic one on any error or timeout.
 
 Example:
-    >>> from agent_memory.context._compaction import describe, excerpt, salient_identifiers
+    >>> from agent_memory.context import describe, excerpt, salient_identifiers
     >>> log = "collecting...\\nok 1\\nERROR test_db.py::test_connect refused\\nexit code: 1\\n"
     >>> describe(log, tool_name="run_tests", arguments={"path": "tests/"}, tokens=21)
     'run_tests(path=tests/): collecting... (4 lines, 21 tokens) exit 1'

@@ -66,7 +66,8 @@ log = logging.getLogger(__name__)
 
 NO_EXECUTOR = (
     "no executor to run skills in: hand one in with ProceduralMemory(..., executor=...) or use_executor(...) "
-    "(e.g. agent_memory.agents.LocalProcessGroupExecutor(timeout=..., work_dir=...)); skills never run unsandboxed"
+    "(e.g. the agents' agent_memory.agents.LocalProcessGroupExecutor(timeout=..., work_dir=...)); the skills "
+    "wing builds no executor of its own, so skills run only where the caller decided"
 )
 
 
