@@ -311,9 +311,14 @@ async def hybrid_search(
             lexical_rows = await lexical_task
             dense_rows = await dense_task if dense_task is not None else []
         finally:
-            for task in (vector_task, lexical_task, dense_task):
-                if task is not None and not task.done():
-                    task.cancel()
+            # On cancellation or error, stop what still runs and wait for it: the lexical task may run on the
+            # caller's connection, which must not go back to the pool while its query is in flight (the pool
+            # would then terminate it). A cancelled query ends with ROLLBACK (see _fetch_on).
+            pending = [t for t in (vector_task, lexical_task, dense_task) if t is not None and not t.done()]
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
         rows = fuse_rows(lexical_rows, dense_rows)
     if opts.fusion == "rrf":
         rows.sort(key=lambda r: (-r["rrf"], -r["score"]))
