@@ -78,7 +78,9 @@ MEMORY_ITEM_COLUMNS = (
 # user with 200 memories is scanned through the user index, one with 100,000 through the text/vector indexes),
 # $2 query text, $3 candidates per ranker, $4 memory_type (NULL = any), $5 excluded words, $6 query for
 # websearch_to_tsquery.
-_USR = r"""usr AS (SELECT $1::text AS id WHERE $2::text IS NOT NULL AND $6::text IS NOT NULL),
+# Every statement (lexical or dense) takes these same six parameters, but the dense one does not use $6 and
+# PostgreSQL refuses a parameter whose type it cannot infer: the never-read ``params`` CTE declares their types.
+_PARAMS = r"""params AS (SELECT $2::text AS query, $6::text AS websearch_query),
 keyhit AS (
     -- a memory key named in the query (e.g. from a [MemoryRef: ...] placeholder) is an exact hit
     SELECT m.id, 1 AS rnk, 1.0::float8 AS evidence
@@ -186,7 +188,7 @@ dense AS (
 
 
 def _build_sql(rankers: Iterable[Ranker], dense_space: tuple[str, int] | None, trigram_small_only: bool) -> str:
-    ctes = [_USR]
+    ctes = [_PARAMS]
     parts: list[str] = ["SELECT id, rnk, evidence, 'key' AS src FROM keyhit"]
     if "fts" in rankers:
         ctes.append(_FTS)
@@ -255,9 +257,9 @@ class SearchOptions:
 
 async def hybrid_search(
     pool: asyncpg.Pool,
-    user_pk: str,
     query: str,
     *,
+    user_pk: str,
     limit: int,
     memory_type: str | None = None,
     embeddings: EmbeddingService | None = None,
@@ -266,10 +268,14 @@ async def hybrid_search(
 ) -> list[dict[str, Any]]:
     """Rows of the best ``limit`` memories of one user for ``query``, best first, each with ``score``.
 
-    ``user_pk`` is the user's row id (what ``agent_memories.user_id`` holds): the store resolves the login name,
-    so the user filter is written in one place. ``connection``, when given, runs the lexical ranking (the
-    caller's connection that just resolved the user: no second pool checkout and reset); the dense ranking
-    always takes its own connection from ``pool``, so both run at once.
+    ``user_pk`` is the user's row id (what ``agent_memories.user_id`` holds), never the login name
+    (which matches no row): the store resolves the login name, so the user filter is written in one place. It is
+    keyword-only so that an identifier cannot be passed in its place by position.
+
+    ``connection``, when given, runs the lexical ranking (the caller's connection that just resolved the user: no
+    second pool checkout and reset); the dense ranking always takes its own connection from ``pool``, so both run
+    at once. When the search is cancelled it returns only after the queries it started have stopped, so the
+    caller's connection goes back to its pool idle.
 
     Dense ranking joins in when ``embeddings`` is given, pgvector exists and the query could be embedded;
     otherwise (and always on a server without pgvector) ranking is lexical.

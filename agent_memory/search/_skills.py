@@ -13,8 +13,8 @@ relevance means the same for every query. The rankers:
   paraphrases find a skill. Skills are few per (user, agent), so every one is scored in Python and pgvector is not
   needed; a skill's vector is written the first time it is scored (and again when its text changed).
 
-The caller (the store) resolves the user's row id and hands it in, so this wing never writes the user filter and
-does not import the store.
+The caller (the store) resolves the user's row id on a connection and hands both in, so this wing never writes the
+user filter, does not import the store, and one search checks out one connection.
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ import hashlib
 import logging
 from collections.abc import Sequence
 from typing import Any
-
-import asyncpg
 
 from ._embedders import Embedder, EmbeddingError
 from ._fusion import (
@@ -36,6 +34,7 @@ from ._fusion import (
     contribution,
     noisy_or,
 )
+from ._hybrid import Connection
 
 log = logging.getLogger(__name__)
 
@@ -133,19 +132,20 @@ def skill_embedding_fingerprint(row: dict[str, Any]) -> str:
 
 
 async def rank_skills(
-    pool: asyncpg.Pool,
-    user_pk: str,
-    agent_id: str,
+    conn: Connection,
     query: str,
     *,
+    user_pk: str,
+    agent_id: str,
     statuses: Sequence[str],
     embedder: Embedder | None = None,
 ) -> list[dict[str, Any]]:
     """Rows (:data:`SKILL_COLUMNS` + ``relevance``) of the user's skills for ``query``, unordered and unfiltered.
 
-    ``user_pk`` is the user's row id (what ``skills.user_id`` holds), resolved by the store. Without a
-    usable ``embedder`` only lexically matching skills come back; with one, every skill of the pair does (the
-    dense ranker scores them all), each with its fused relevance.
+    ``user_pk`` is the user's row id (what ``skills.user_id`` holds), never the login name (which
+    matches no row); the store resolves it on ``conn``, the connection every statement here then runs on.
+    Without a usable ``embedder`` only lexically matching skills come back; with one, every skill of the pair does
+    (the dense ranker scores them all), each with its fused relevance.
     """
     query_vector: list[float] | None = None
     if embedder is not None and embedder.enabled:
@@ -154,22 +154,21 @@ async def rank_skills(
         except EmbeddingError as exc:  # the model is an improvement: rank lexically without it
             log.warning("skill search: query embedding failed, ranking lexically: %s", exc)
     space = embedder.model_id if embedder is not None and query_vector is not None else ""
-    async with pool.acquire() as conn:
-        await conn.execute(_BEGIN_SQL)
-        try:
-            found = await conn.fetch(
-                _SEARCH_SQL, user_pk, agent_id, query, list(statuses), CANDIDATES_PER_RANKER, query_vector is not None,
-                space,
-            )  # fmt: skip
-        finally:
-            await conn.execute("ROLLBACK")  # read only: nothing to keep but the setting, which must not leak
+    await conn.execute(_BEGIN_SQL)
+    try:
+        found = await conn.fetch(
+            _SEARCH_SQL, user_pk, agent_id, query, list(statuses), CANDIDATES_PER_RANKER, query_vector is not None,
+            space,
+        )  # fmt: skip
+    finally:
+        await conn.execute("ROLLBACK")  # read only: nothing to keep but the setting, which must not leak
     rows = [dict(r) for r in found]
     if embedder is not None and query_vector is not None:
-        await _fuse_dense(pool, rows, embedder, query_vector)
+        await _fuse_dense(conn, rows, embedder, query_vector)
     return rows
 
 
-async def _fuse_dense(pool: asyncpg.Pool, rows: list[dict[str, Any]], embedder: Embedder, query: list[float]) -> None:
+async def _fuse_dense(conn: Connection, rows: list[dict[str, Any]], embedder: Embedder, query: list[float]) -> None:
     """Add dense evidence to each row's lexical relevance (rank-weighted, noisy-OR: the one fusion)."""
     stale = [r for r in rows if r["embedding"] is None or r["emb_fp"] != skill_embedding_fingerprint(r)]
     if stale:
@@ -180,7 +179,7 @@ async def _fuse_dense(pool: asyncpg.Pool, rows: list[dict[str, Any]], embedder: 
             return
         for row, vector in zip(stale, vectors, strict=True):
             row["embedding"] = vector
-        await pool.executemany(
+        await conn.executemany(
             _SAVE_EMBEDDINGS_SQL,
             [(r["id"], embedder.model_id, skill_embedding_fingerprint(r), r["embedding"]) for r in stale],
         )

@@ -165,8 +165,9 @@ class EmbeddingService:
 
     # ------------------------------------------------------------------ hot path
 
-    def enqueue(self, user_pk: str, memory_key: str) -> None:
-        """Queue a just-stored memory (its owner's row id and its key) for embedding. Never blocks, never raises."""
+    def enqueue(self, *, user_pk: str, memory_key: str) -> None:
+        """Queue a just-stored memory (its owner's row id, not the login name, and its key) for
+        embedding. Never blocks, never raises."""
         if self._task is None:
             return
         try:
@@ -245,8 +246,9 @@ class EmbeddingService:
 
     # ------------------------------------------------------------------ reindex
 
-    async def count_missing(self, users: Sequence[str] | None = None) -> int:
-        """Memories without a vector in the current space, of the users with these row ids (None: everyone)."""
+    async def count_missing(self, *, user_pks: Sequence[str] | None = None) -> int:
+        """Memories without a vector in the current space, of the users with these row ids (not login
+        names; None: everyone)."""
         await self.ensure_ready()
         return int(
             await self.pool.fetchval(
@@ -256,21 +258,22 @@ class EmbeddingService:
                                      WHERE e.memory_id = m.id AND e.model = $1
                                        AND e.content_sha256 = m.content_sha256)""",
                 self.embedder.model_id,
-                users,
+                user_pks,
             )
         )
 
     async def reindex(
         self,
         *,
-        users: Sequence[str] | None = None,
+        user_pks: Sequence[str] | None = None,
         batch_size: int | None = None,
         prune: bool = False,
         progress: Callable[[int, int], None] | None = None,
     ) -> ReindexReport:
         """Embed every memory lacking a vector in the current space; ``progress(done, total)`` per batch.
 
-        ``users`` are the row ids of the users in scope (None: everyone; the store resolves login names).
+        ``user_pks`` are the row ids (not login names) of the users in scope (None: everyone; the store resolves
+        login names).
         ``prune`` also deletes vectors of other spaces (an old model or dimension) in scope.
         """
         if not self.available:
@@ -278,7 +281,7 @@ class EmbeddingService:
         await self.ensure_ready()
         model = self.embedder.model_id
         step = batch_size or self.batch_size
-        total = await self.count_missing(users)
+        total = await self.count_missing(user_pks=user_pks)
         done = failed = 0
         if progress:
             progress(0, total)
@@ -293,7 +296,7 @@ class EmbeddingService:
                                        WHERE e.memory_id = m.id AND e.model = $1
                                          AND e.content_sha256 = m.content_sha256)
                      ORDER BY m.id LIMIT $4""",
-                model, users, last_id, step,
+                model, user_pks, last_id, step,
             )  # fmt: skip
             if not rows:
                 break
@@ -311,7 +314,7 @@ class EmbeddingService:
                 """DELETE FROM agent_memory_embeddings e
                    WHERE e.model <> $1 AND ($2::text[] IS NULL OR e.user_id = ANY($2))""",
                 model,
-                users,
+                user_pks,
             )
             pruned = int(status.split()[-1])
         return ReindexReport(model=model, embedded=done, failed=failed, pruned=pruned, missing_before=total)

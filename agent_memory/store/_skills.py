@@ -3,7 +3,7 @@
 A skill belongs to one ``(user, agent)`` pair and every statement filters by both (:func:`._scoping.owned_by`),
 so another user's or agent's skill matches no row, exactly like a missing one. The skills wing
 (:mod:`agent_memory.skills`) validates and builds its models; ranking is :func:`agent_memory.search.rank_skills`,
-which gets the user's row id from here.
+which gets the user's row id and the connection from here.
 
 Example:
     >>> SkillStore.__name__  # used by agent_memory.skills.SkillRegistry: SkillStore(store.db.pool)
@@ -163,10 +163,14 @@ class SkillStore:
         self, user_id: str, agent_id: str, query: str, *, statuses: Sequence[str], embedder: Embedder | None
     ) -> builtins.list[dict[str, Any]]:
         """Rows with ``relevance`` (see :func:`agent_memory.search.rank_skills`), scoped to the pair."""
-        owner = await find_user_pk(self.pool, user_id)
-        if owner is None:
-            return []  # no such user: no skills
-        return await rank_skills(self.pool, owner, agent_id, query, statuses=statuses, embedder=embedder)
+        # The user is resolved on the connection the ranking then uses: one pool checkout per search.
+        async with self.pool.acquire() as conn:
+            owner = await find_user_pk(conn, user_id)
+            if owner is None:
+                return []  # no such user: no skills
+            return await rank_skills(
+                conn, query, user_pk=owner, agent_id=agent_id, statuses=statuses, embedder=embedder
+            )
 
     async def set_status(self, user_id: str, agent_id: str, name: str, status: str) -> dict[str, Any] | None:
         row = await self.pool.fetchrow(

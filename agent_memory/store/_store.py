@@ -236,7 +236,7 @@ class MemoryStore:
                 continue  # another session created the user concurrently: it exists now
             assert inserted is not None
             if self.embeddings is not None:  # vector written in the background
-                self.embeddings.enqueue(str(inserted["user_id"]), str(inserted["memory_key"]))
+                self.embeddings.enqueue(user_pk=str(inserted["user_id"]), memory_key=str(inserted["memory_key"]))
             return str(inserted["memory_key"])
         raise RuntimeError("could not allocate a unique memory key after 5 attempts")
 
@@ -304,7 +304,7 @@ class MemoryStore:
             if owner is None:
                 return []  # no such user: nothing to rank
             rows = await hybrid_search(
-                self.db.pool, owner, query, limit=limit, memory_type=memory_type, embeddings=self.embeddings,
+                self.db.pool, query, user_pk=owner, limit=limit, memory_type=memory_type, embeddings=self.embeddings,
                 options=options, connection=conn,
             )  # fmt: skip
         return [item_from_row(r) for r in rows]
@@ -364,7 +364,7 @@ class MemoryStore:
     async def count_unembedded(self, *, user_id: str | None = None) -> int:
         """Memories of ``user_id`` (None: everyone) without a vector of the configured embedder."""
         service = self._embedding_service()
-        return await service.count_missing(await self._vector_scope(user_id))
+        return await service.count_missing(user_pks=await self._vector_scope(user_id))
 
     async def reindex(
         self,
@@ -377,7 +377,7 @@ class MemoryStore:
         """Embed the memories of ``user_id`` (None: everyone) that lack a vector; see ``EmbeddingService.reindex``."""
         service = self._embedding_service()
         scope = await self._vector_scope(user_id)
-        return await service.reindex(users=scope, batch_size=batch_size, prune=prune, progress=progress)
+        return await service.reindex(user_pks=scope, batch_size=batch_size, prune=prune, progress=progress)
 
     # ------------------------------------------------------------------ delete
 

@@ -101,7 +101,9 @@ async def main() -> None:
         for q in queries:
             pk = user_pks[q.user]
             rows = (
-                await hybrid_search(store.db.pool, pk, q.text, limit=10, embeddings=store.embeddings, options=opts)
+                await hybrid_search(
+                    store.db.pool, q.text, user_pk=pk, limit=10, embeddings=store.embeddings, options=opts
+                )
                 if pk is not None
                 else []
             )

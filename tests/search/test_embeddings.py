@@ -272,7 +272,7 @@ async def test_paraphrase_found_by_dense_ranking_but_not_lexically(dense_store: 
     query = "storage exhausted"  # shares no word with the df output
     owner = await find_user_pk(dense_store.db.pool, user_id)  # search takes the user's row id
     assert owner is not None
-    lexical = await hybrid_search(dense_store.db.pool, owner, query, limit=5,
+    lexical = await hybrid_search(dense_store.db.pool, query, user_pk=owner, limit=5,
                                   options=SearchOptions(rankers=("fts", "trigram")))  # fmt: skip
     assert lexical == []
     items = await dense_store.search(query, user_id=user_id)

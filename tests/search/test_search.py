@@ -197,10 +197,16 @@ async def test_lexical_only_ranking_needs_no_embeddings_table(store: MemoryStore
     owner = await find_user_pk(store.db.pool, user_id)  # search takes the user's row id, resolved by the store
     assert owner is not None
     rows = await hybrid_search(
-        store.db.pool, owner, "npm ERESOLVE", limit=3, options=SearchOptions(rankers=("fts",), min_score=0.0)
+        store.db.pool, "npm ERESOLVE", user_pk=owner, limit=3, options=SearchOptions(rankers=("fts",), min_score=0.0)
     )
     assert rows[0]["memory_key"] == keys["npm"]
     assert set(rows[0]["why"]) == {"fts"}
+
+
+async def test_hybrid_search_takes_the_users_row_id_by_keyword_only(store: MemoryStore, user_id: str) -> None:
+    # The row id and the login name are both strings; a login name in its place would match nothing, silently.
+    with pytest.raises(TypeError):
+        await hybrid_search(store.db.pool, user_id, "npm ERESOLVE", limit=3)  # type: ignore[misc]
 
 
 # ------------------------------------------------------------------ a database without pgvector
