@@ -1,10 +1,17 @@
 """How a row belongs to a user: the one place that turns a user's identifier into SQL.
 
 Every table with per-user rows has a ``user_id`` column referencing Chainlit's ``"User".id``; callers only
-know the identifier (the login name). Each statement of the store filters with :func:`owned_by`, so the
-rule "every read path filters by user in SQL" is written once, and a key of another user matches no row,
-exactly like a key that does not exist. The search wing never sees identifiers: the store hands it the
-resolved ``"User".id`` (:func:`find_user_pk`).
+know the identifier (the login name). A store statement reaches a user's rows in one of two ways, both built
+here, so the rule "every read path filters by user in SQL" is written once and a key of another user matches no
+row, exactly like a key that does not exist:
+
+* it filters with :func:`owned_by` (the identifier, resolved inside the statement) - most reads, updates and
+  deletes of the store;
+* or it is handed the ``"User".id`` resolved just before by :func:`find_user_pk` / :func:`ensure_user_pk` (or
+  :data:`ENSURE_USER_CTES` in the same statement) and filters or writes with that - inserts, writes that
+  create the user on first use (memories, saved-context entries, skills, tokens, credentials), and searches.
+
+The search wing never sees identifiers: the store hands it the resolved ``"User".id``.
 
 Example:
     >>> owned_by("m")

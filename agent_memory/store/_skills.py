@@ -1,13 +1,29 @@
 """Every SQL statement on skills (tables ``skills``, ``skill_versions``): rows in, rows out as dicts.
 
-A skill belongs to one ``(user, agent)`` pair and every statement filters by both (:func:`._scoping.owned_by`),
-so another user's or agent's skill matches no row, exactly like a missing one. The skills wing
-(:mod:`agent_memory.skills`) validates and builds its models; ranking is :func:`agent_memory.search.rank_skills`,
-which gets the user's row id and the connection from here.
+A skill belongs to one ``(user, agent)`` pair and only that pair's rows are ever reached, so another user's or
+agent's skill behaves exactly like a missing one. Reads, updates and deletes by name filter with
+:func:`._scoping.owned_by` (the login name); :meth:`SkillStore.write` resolves (or creates) the user's row id, finds
+the pair's row with it and then updates that row by its id; :meth:`SkillStore.search` resolves the row id and hands
+it, with its connection, to :func:`agent_memory.search.rank_skills`. The skills wing (:mod:`agent_memory.skills`)
+validates and builds its models.
 
 Example:
-    >>> SkillStore.__name__  # used by agent_memory.skills.SkillRegistry: SkillStore(store.db.pool)
-    'SkillStore'
+    >>> import asyncio
+    >>> from agent_memory import MemoryStore
+    >>> from agent_memory.store import SkillStore
+    >>> async def main() -> list[tuple[str, str]]:
+    ...     async with await MemoryStore.open() as store:   # embedded PostgreSQL unless a URL is set
+    ...         skills = SkillStore(store.db.pool)              # what agent_memory.skills.SkillRegistry uses
+    ...         skill = {"name": "count_words", "description": "Count the words of a text file",
+    ...                  "code": 'wc -w "$1"', "language": "bash", "parameters": {"type": "object"},
+    ...                  "example_prompts": ["how many words are in notes.txt"], "tags": ["text"],
+    ...                  "status": "active", "source": "user", "metadata": {"fingerprint": "v1"}}
+    ...         written = await skills.write("alice", "coder", skill)
+    ...         found = await skills.search("alice", "coder", "count the words of report.txt",
+    ...                                     statuses=["active"], embedder=None)
+    ...         return [(written.action, row["name"]) for row in found]
+    >>> asyncio.run(main())  # doctest: +SKIP
+    [('created', 'count_words')]
 """
 
 from __future__ import annotations
@@ -24,6 +40,7 @@ from ..search import SKILL_COLUMNS, Embedder, rank_skills
 from ._scoping import ensure_user_pk, find_user_pk, owned_by
 
 _OWNED = f"{owned_by('s')} AND s.agent_id = $2"  # $1 user identifier, $2 agent
+_PRUNE_DELETE_SQL = f"DELETE FROM skills s WHERE {owned_by('s')} AND s.id = ANY($2::uuid[])"  # $2 skill ids
 
 WriteAction = Literal["created", "new_version", "unchanged", "limit_reached"]
 
@@ -229,5 +246,7 @@ class SkillStore:
             user_id, agent_id, unused_before, min_success_rate, min_executions,
         )  # fmt: skip
         if rows and not dry_run:
-            await self.pool.execute("DELETE FROM skills WHERE id = ANY($1::uuid[])", [r["id"] for r in rows])
+            # The ids come from the owned SELECT above; the owner filter holds here too, so this statement alone
+            # can never delete another user's skill.
+            await self.pool.execute(_PRUNE_DELETE_SQL, user_id, [r["id"] for r in rows])
         return [dict(r) for r in rows]

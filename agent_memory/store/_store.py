@@ -55,7 +55,7 @@ from ..validation import (
     check_user_id,
 )
 from ._db import Database
-from ._scoping import ENSURE_USER_CTES, ENSURED_USER_PK, find_user_pk, owned_by
+from ._scoping import ENSURE_USER_CTES, ENSURED_USER_PK, find_user_pk, owned_by, user_pk
 from ._transforms import ContentView, apply_transforms, check_view
 
 _KEY_PREFIXES = {
@@ -70,8 +70,9 @@ _KEY_PREFIXES = {
 }
 _TOKEN_COUNT_IN_THREAD_CHARS = 200_000  # count big contents off the event loop
 
-# Every statement below takes the user's identifier as $1 and filters with the one scoping fragment.
-# The insert creates the user on first use in the same round trip and returns the user's id for the vector writer.
+# Every statement below takes the user's identifier as $1 and reaches the user's rows through the scoping module
+# (owned_by; the insert creates the user on first use in the same round trip and returns the user's id for the
+# vector writer).
 _INSERT_SQL = f"""
 WITH {ENSURE_USER_CTES}
 INSERT INTO agent_memories (user_id, memory_key, memory_type, description, content, content_encoding,
@@ -103,7 +104,21 @@ FROM agent_memories m WHERE {owned_by("m")} AND m.is_active GROUP BY m.memory_ty
 """
 _DELETE_SQL = f"DELETE FROM agent_memories m WHERE {owned_by('m')} AND m.memory_key = $2 RETURNING 1"
 _COUNT_ALL_SQL = f"SELECT count(*) FROM agent_memories m WHERE {owned_by('m')}"
-_DELETE_USER_SQL = 'DELETE FROM "User" WHERE identifier = $1'  # cascades to everything the user owns
+_DELETE_USER_SQL = f'DELETE FROM "User" WHERE id = {user_pk()}'  # cascades to everything the user owns
+# $2 limit, $3 characters of content: the user's standing preferences and facts, newest first.
+_STANDING_SQL = f"""
+SELECT {MEMORY_ITEM_COLUMNS}, left(m.content, $3) AS head, m.content_encoding
+FROM agent_memories m
+WHERE {owned_by("m")} AND m.is_active AND m.memory_type IN ('user_preference', 'user_fact')
+ORDER BY m.created_at DESC, m.memory_key LIMIT $2
+"""
+# $2 keys, $3 needles (lower case), $4 characters scanned: which needles each of the user's keys contains.
+_KEYS_CONTAINING_SQL = f"""
+SELECT m.memory_key,
+       ARRAY(SELECT i FROM unnest($3::text[]) AS i WHERE strpos(lower(left(m.content, $4)), i) > 0) AS hits
+FROM agent_memories m
+WHERE {owned_by("m")} AND m.memory_key = ANY($2::text[]) AND m.is_active
+"""
 
 
 def encode_content(content: str) -> tuple[str, str]:
@@ -406,15 +421,7 @@ class MemoryStore:
         """The user's preferences and facts (``user_preference``, ``user_fact``), newest first, each with the
         first ``content_chars`` characters of its content (the user layer of a MemoryContext)."""
         user_id = check_user_id(user_id)
-        rows = await self.db.pool.fetch(
-            f"""SELECT {MEMORY_ITEM_COLUMNS}, left(m.content, $3) AS head, m.content_encoding
-                FROM agent_memories m
-                WHERE {owned_by("m")} AND m.is_active AND m.memory_type IN ('user_preference', 'user_fact')
-                ORDER BY m.created_at DESC, m.memory_key LIMIT $2""",
-            user_id,
-            limit,
-            content_chars,
-        )
+        rows = await self.db.pool.fetch(_STANDING_SQL, user_id, limit, content_chars)
         return [(item_from_row(r), decode_content(r["head"], r["content_encoding"])) for r in rows]
 
     async def keys_containing(
@@ -425,15 +432,5 @@ class MemoryStore:
         user_id = check_user_id(user_id)
         if not needles or not keys:
             return {}
-        rows = await self.db.pool.fetch(
-            f"""SELECT m.memory_key,
-                       ARRAY(SELECT i FROM unnest($3::text[]) AS i
-                             WHERE strpos(lower(left(m.content, $4)), i) > 0) AS hits
-                FROM agent_memories m
-                WHERE {owned_by("m")} AND m.memory_key = ANY($2::text[]) AND m.is_active""",
-            user_id,
-            list(keys),
-            list(needles),
-            scan_chars,
-        )
+        rows = await self.db.pool.fetch(_KEYS_CONTAINING_SQL, user_id, list(keys), list(needles), scan_chars)
         return {r["memory_key"]: set(r["hits"]) for r in rows if r["hits"]}

@@ -18,6 +18,7 @@ from support.databases import fresh_database
 MODULES = [
     "agent_memory.store._db",
     "agent_memory.store._store",
+    "agent_memory.store._skills",
     "agent_memory.search._hybrid",
     "agent_memory.tools._toolbox",
     "agent_memory.auth._accounts",
