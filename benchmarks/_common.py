@@ -57,3 +57,11 @@ def write_section(name: str, body: str) -> None:
     else:
         text = text.rstrip() + "\n\n" + block + "\n"
     RESULTS.write_text(text, encoding="utf-8")
+
+
+def publish(name: str, lines: list[str], *, write: bool) -> None:
+    """Print a benchmark's section and, when ``write``, put it into RESULTS.md."""
+    text = "\n".join(lines)
+    print(text)
+    if write:
+        write_section(name, text)

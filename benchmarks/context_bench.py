@@ -72,18 +72,23 @@ LINE_KINDS = [
 ]
 
 
+def log_line(rng: random.Random) -> str:
+    """One random line of a build/test log."""
+    return rng.choice(LINE_KINDS).format(
+        w=rng.randint(0, 31),
+        b=rng.randint(0, 9999),
+        ms=rng.randint(1, 999),
+        r=rng.randint(1, 99999),
+        p=rng.randint(0, 100),
+    )
+
+
 def make_output(rng: random.Random, target_tokens: int, fact: str, turn: int) -> str:
     """A log of about ``target_tokens`` tokens with ``fact`` planted on a random line."""
     lines: list[str] = [f"$ python job_{turn}.py --stage {turn}"]
     total = count_tokens(lines[0]) + count_tokens(fact) + 8
     while total < target_tokens:
-        line = rng.choice(LINE_KINDS).format(
-            w=rng.randint(0, 31),
-            b=rng.randint(0, 9999),
-            ms=rng.randint(1, 999),
-            r=rng.randint(1, 99999),
-            p=rng.randint(0, 100),
-        )
+        line = log_line(rng)
         lines.append(line)
         total += count_tokens(line) + 1
     lines.insert(rng.randint(1, len(lines) - 1), fact)
@@ -199,13 +204,7 @@ async def bench_add_message(store: MemoryStore, reps: int) -> dict[str, Any]:
         lines: list[str] = []
         size = 0
         while size < 100 * 1024:
-            line = rng.choice(LINE_KINDS).format(
-                w=rng.randint(0, 31),
-                b=rng.randint(0, 9999),
-                ms=rng.randint(1, 999),
-                r=rng.randint(1, 99999),
-                p=rng.randint(0, 100),
-            )
+            line = log_line(rng)
             lines.append(line)
             size += len(line) + 1
         return "\n".join(lines)[: 100 * 1024]

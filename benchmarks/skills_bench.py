@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from _common import machine, summary_ms, throwaway_database_url, write_section
+from _common import machine, publish, summary_ms, throwaway_database_url
 from autogen_agentchat.base import TaskResult
 from autogen_agentchat.messages import CodeExecutionEvent, TextMessage
 from support.scripted_llm import RecordedRequest, Reply, ScriptedLLM
@@ -349,10 +349,7 @@ async def main() -> None:
         "|---|---|---|---|---|",
         *scale_rows,
     ]
-    text = "\n".join(body)
-    print(text)
-    if not args.no_write:
-        write_section("skills", text)
+    publish("skills", body, write=not args.no_write)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import machine, percentile, summary_ms, throwaway_database_url, write_section
+from _common import machine, percentile, publish, summary_ms, throwaway_database_url
 
 from agent_memory import MemoryStore
 from agent_memory.config import Settings
@@ -186,10 +186,7 @@ async def main() -> None:
         " search ranks by full-text and trigram similarity with reciprocal rank fusion, so it does more work per"
         " row yet uses the GIN indexes instead of reading every row's content."
     )
-    text = "\n".join(out)
-    print(text)
-    if not args.no_write:
-        write_section("store_bench", text)
+    publish("store_bench", out, write=not args.no_write)
 
 
 if __name__ == "__main__":

@@ -181,8 +181,9 @@ async def test_llm_timeout_falls_back_to_the_deterministic_description(
     assert last_ref(await ctx.get_messages()).description.startswith("run_code: slow 0000 compiled")
 
 
-async def test_llm_judge_decides_which_item_to_expand(store: MemoryStore, user_id: str, model: ScriptedModel) -> None:
-    ctx = MemoryContext(
+def judged_context(store: MemoryStore, user_id: str, model: ScriptedModel) -> MemoryContext:
+    """A context whose model decides which item to expand (no LLM descriptions; nothing kept in full)."""
+    return MemoryContext(
         store=store,
         user_id=user_id,
         model_client=model.client(),
@@ -190,6 +191,10 @@ async def test_llm_judge_decides_which_item_to_expand(store: MemoryStore, user_i
         llm_descriptions=False,
         llm_judge=True,
     )
+
+
+async def test_llm_judge_decides_which_item_to_expand(store: MemoryStore, user_id: str, model: ScriptedModel) -> None:
+    ctx = judged_context(store, user_id, model)
     await add_tool_turn(ctx, "c1", big_log("alpha", marker="alpha checksum: 9f8e7d"))
     await add_tool_turn(ctx, "c2", big_log("beta"))
     first_key = ctx.memory_keys[0]
@@ -204,14 +209,7 @@ async def test_llm_judge_cannot_select_a_key_outside_the_context(
     store: MemoryStore, user_id: str, other_user_id: str, model: ScriptedModel
 ) -> None:
     foreign = await store.store("other user's secret " * 100, user_id=other_user_id, memory_type="note")
-    ctx = MemoryContext(
-        store=store,
-        user_id=user_id,
-        model_client=model.client(),
-        keep_recent_full=0,
-        llm_descriptions=False,
-        llm_judge=True,
-    )
+    ctx = judged_context(store, user_id, model)
     await add_tool_turn(ctx, "c1", big_log("gamma"))
     model.script.append(json.dumps({"expand": [foreign]}))
     await ctx.add_message(UserMessage(content="expand everything please", source="user"))
@@ -223,14 +221,7 @@ async def test_llm_judge_cannot_select_a_key_outside_the_context(
 async def test_llm_judge_failure_falls_back_to_deterministic_relevance(
     store: MemoryStore, user_id: str, model: ScriptedModel
 ) -> None:
-    ctx = MemoryContext(
-        store=store,
-        user_id=user_id,
-        model_client=model.client(),
-        keep_recent_full=0,
-        llm_descriptions=False,
-        llm_judge=True,
-    )
+    ctx = judged_context(store, user_id, model)
     await add_tool_turn(ctx, "c1", big_log("delta", marker="ERROR E5150 in ledger_sync.py"))
     model.script.append("this is not json")
     await ctx.add_message(UserMessage(content="what is E5150?", source="user"))
