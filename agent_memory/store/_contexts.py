@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._db import Database
-from ._scoping import ENSURE_USER_SQL, owned_by
+from ._scoping import ensure_user_pk, owned_by
 
 log = logging.getLogger(__name__)
 
@@ -134,13 +134,7 @@ class ContextStates:
         """
         agent_key = agent_id or ""
         async with self.db.pool.acquire() as conn, conn.transaction():
-            owner = None
-            for _attempt in range(3):  # NULL when another session created the user concurrently: read it again
-                owner = await conn.fetchval(ENSURE_USER_SQL, user_id)
-                if owner is not None:
-                    break
-            if owner is None:
-                raise RuntimeError("could not save the context state: the user row could not be created")
+            owner = await ensure_user_pk(conn, user_id)
             current = await conn.fetchval(_LOCK_HEADER_SQL, owner, thread_id, agent_key)
             # Another context object wrote this thread since we last did (two tabs on one thread): writing only
             # our changes would interleave two conversations, so rewrite ours whole (the last writer wins).

@@ -66,8 +66,12 @@ async def find_user_pk(db: Queryable, identifier: str) -> str | None:
 
 
 async def ensure_user_pk(db: Queryable, identifier: str) -> str:
-    """The ``"User".id`` of ``identifier``, creating the user when needed (safe against concurrent creators)."""
-    created = await db.fetchval(ENSURE_USER_SQL, identifier)
-    if created is None:  # another session created it between our read and our insert
-        created = await db.fetchval(_FIND_USER_SQL, identifier)
-    return str(created)
+    """The ``"User".id`` of ``identifier``, creating the user when needed (safe against concurrent creators).
+
+    NULL means another session created the user between our read and our insert: read (or create) again.
+    """
+    for _attempt in range(3):
+        created = await db.fetchval(ENSURE_USER_SQL, identifier)
+        if created is not None:
+            return str(created)
+    raise RuntimeError(f"the user row of {identifier!r} could not be created")

@@ -55,7 +55,7 @@ from ..validation import (
     check_user_id,
 )
 from ._db import Database
-from ._scoping import ENSURE_USER_CTES, ENSURED_USER_PK, find_user_pk, owned_by, user_pk
+from ._scoping import ENSURE_USER_CTES, ENSURED_USER_PK, find_user_pk, owned_by
 from ._transforms import ContentView, apply_transforms, check_view
 
 _KEY_PREFIXES = {
@@ -104,7 +104,7 @@ FROM agent_memories m WHERE {owned_by("m")} AND m.is_active GROUP BY m.memory_ty
 """
 _DELETE_SQL = f"DELETE FROM agent_memories m WHERE {owned_by('m')} AND m.memory_key = $2 RETURNING 1"
 _COUNT_ALL_SQL = f"SELECT count(*) FROM agent_memories m WHERE {owned_by('m')}"
-_DELETE_USER_SQL = f'DELETE FROM "User" WHERE id = {user_pk()}'  # cascades to everything the user owns
+_DELETE_USER_SQL = 'DELETE FROM "User" WHERE identifier = $1'  # cascades to everything the user owns
 # $2 limit, $3 characters of content: the user's standing preferences and facts, newest first.
 _STANDING_SQL = f"""
 SELECT {MEMORY_ITEM_COLUMNS}, left(m.content, $3) AS head, m.content_encoding
