@@ -319,7 +319,7 @@ async def hybrid_search(
         finally:
             # On cancellation or error, stop what still runs and wait for it: the lexical task may run on the
             # caller's connection, which must not go back to the pool while its query is in flight (the pool
-            # would then terminate it). A cancelled query ends with ROLLBACK (see _fetch_on).
+            # would then terminate it). A cancelled query ends with ROLLBACK (see fetch_with_settings).
             pending = [t for t in (vector_task, lexical_task, dense_task) if t is not None and not t.done()]
             for task in pending:
                 task.cancel()
@@ -372,16 +372,19 @@ async def _fetch(
 ) -> list[dict[str, Any]]:
     if connection is None:
         async with pool.acquire() as acquired:
-            return await _fetch_on(acquired, sql, args)
-    return await _fetch_on(connection, sql, args)
+            return await fetch_with_settings(acquired, _BEGIN_SQL, sql, *args)
+    return await fetch_with_settings(connection, _BEGIN_SQL, sql, *args)
 
 
-async def _fetch_on(conn: Connection, sql: str, args: list[Any]) -> list[dict[str, Any]]:
-    await conn.execute(_BEGIN_SQL)
+async def fetch_with_settings(conn: Connection, begin_sql: str, sql: str, *args: Any) -> list[dict[str, Any]]:
+    """Rows of a read-only ``sql``, run in a transaction that ``begin_sql`` opens with its ``SET LOCAL`` settings.
+
+    The transaction always ends with ROLLBACK (nothing was written): the settings never leak to the pooled
+    connection's next user, also when the query is cancelled.
+    """
+    await conn.execute(begin_sql)
     try:
         rows = await conn.fetch(sql, *args)
-    except BaseException:
+    finally:
         await conn.execute("ROLLBACK")
-        raise
-    await conn.execute("COMMIT")
     return [dict(r) for r in rows]

@@ -34,7 +34,7 @@ from ._fusion import (
     contribution,
     noisy_or,
 )
-from ._hybrid import Connection
+from ._hybrid import Connection, fetch_with_settings
 
 log = logging.getLogger(__name__)
 
@@ -154,15 +154,10 @@ async def rank_skills(
         except EmbeddingError as exc:  # the model is an improvement: rank lexically without it
             log.warning("skill search: query embedding failed, ranking lexically: %s", exc)
     space = embedder.model_id if embedder is not None and query_vector is not None else ""
-    await conn.execute(_BEGIN_SQL)
-    try:
-        found = await conn.fetch(
-            _SEARCH_SQL, user_pk, agent_id, query, list(statuses), CANDIDATES_PER_RANKER, query_vector is not None,
-            space,
-        )  # fmt: skip
-    finally:
-        await conn.execute("ROLLBACK")  # read only: nothing to keep but the setting, which must not leak
-    rows = [dict(r) for r in found]
+    rows = await fetch_with_settings(
+        conn, _BEGIN_SQL, _SEARCH_SQL, user_pk, agent_id, query, list(statuses), CANDIDATES_PER_RANKER,
+        query_vector is not None, space,
+    )  # fmt: skip
     if embedder is not None and query_vector is not None:
         await _fuse_dense(conn, rows, embedder, query_vector)
     return rows
