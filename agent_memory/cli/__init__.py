@@ -1,11 +1,8 @@
-"""The cli wing of agent-memory."""
+"""The ``agent-memory`` command. Only :func:`main` is imported here: each command's module (MCP, UI, chat,
+skills, reindex) is imported when that command runs, so ``agent-memory retrieve`` does not pay for MCP,
+Chainlit or the agents.
+"""
 
 from ._main import main
-from ._mcp import parse_host_port
-from ._ui import chainlit_env
 
-__all__ = [
-    "chainlit_env",
-    "main",
-    "parse_host_port",
-]
+__all__ = ["main"]

@@ -202,14 +202,14 @@ def test_server_needs_exactly_one_scoping(store: MemoryStore) -> None:
     ],
 )
 def test_http_address_defaults_to_loopback(value: str, expected: tuple[str, int]) -> None:
-    from agent_memory.cli import parse_host_port
+    from agent_memory.cli._mcp import parse_host_port
 
     assert parse_host_port(value) == expected
 
 
 @pytest.mark.parametrize("value", ["abc", "host:", "99999", "127.0.0.1:0"])
 def test_a_bad_http_address_is_a_usage_error(value: str) -> None:
-    from agent_memory.cli import parse_host_port
+    from agent_memory.cli._mcp import parse_host_port
 
     with pytest.raises(ValueError, match=r"--http expects \[HOST:\]PORT"):
         parse_host_port(value)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 
-from agent_memory.cli import chainlit_env
+from agent_memory.cli._ui import chainlit_env
 from chainlit_app.runtime import CHAINLIT_CI_FAKE_OPENAI_KEY, drop_chainlit_ci_key
 
 
