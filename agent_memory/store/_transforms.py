@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 import re
-from typing import TypedDict
+from typing import TypedDict, Unpack
 
 MAX_GREP_CONTEXT = 100
 
@@ -33,11 +33,15 @@ class ContentView(TypedDict, total=False):
     max_matches: int | None
 
 
-def check_view(view: ContentView) -> None:
-    """Refuse unknown options and a bad grep pattern up front (before any database work)."""
+def _check_option_names(view: ContentView) -> None:
     unknown = sorted(set(view) - set(ContentView.__annotations__))
     if unknown:
         raise TypeError(f"unexpected view option(s): {', '.join(unknown)}")
+
+
+def check_view(view: ContentView) -> None:
+    """Refuse unknown options and a bad grep pattern up front (before any database work)."""
+    _check_option_names(view)
     grep = view.get("grep")
     if grep is not None:
         compile_pattern(grep, view.get("ignore_case", False))
@@ -100,18 +104,11 @@ def grep_lines(
     return "\n".join(out)
 
 
-def apply_transforms(
-    text: str,
-    *,
-    head: int | None = None,
-    tail: int | None = None,
-    lines: str | tuple[int, int] | None = None,
-    grep: str | None = None,
-    context: int = 0,
-    ignore_case: bool = False,
-    max_matches: int | None = None,
-) -> str:
+def apply_transforms(text: str, **view: Unpack[ContentView]) -> str:
     """Apply, in this order: ``lines`` range, ``grep``, then ``head`` / ``tail``. No option: ``text`` itself."""
+    _check_option_names(view)
+    head, tail, lines, grep = view.get("head"), view.get("tail"), view.get("lines"), view.get("grep")
+    context, ignore_case, max_matches = view.get("context", 0), view.get("ignore_case", False), view.get("max_matches")
     if head is None and tail is None and lines is None and grep is None:
         return text
     for name, value in (("head", head), ("tail", tail), ("max_matches", max_matches)):
