@@ -8,6 +8,8 @@ user identifiers, never by mocking or truncating.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,6 +22,33 @@ from agent_memory.store import start_embedded_server
 
 # The scripted OpenAI-compatible LLM server fixture (`scripted_llm`), see tests/support/scripted_llm.py.
 pytest_plugins = ["support.scripted_llm"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give this run its own temporary base directory.
+
+    pytest's default base (/tmp/pytest-of-<user>) is shared by every pytest process of the OS user and pruned at
+    start-up, so a second run on the machine deleted this run's files, the embedded database among them.
+    An explicit ``--basetemp`` still wins.
+    """
+    if config.option.basetemp is None and not hasattr(config, "workerinput"):
+        config.option.basetemp = tempfile.mkdtemp(prefix="agent-memory-tests-")
+        config.stash[_OWN_BASETEMP] = config.option.basetemp
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # Keep the files of a failed run for inspection; remove those of a passing one.
+    own = config.stash.get(_OWN_BASETEMP, None)
+    if own and config.stash.get(_RUN_PASSED, False):
+        shutil.rmtree(own, ignore_errors=True)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config.stash[_RUN_PASSED] = exitstatus == 0
+
+
+_OWN_BASETEMP = pytest.StashKey[str]()
+_RUN_PASSED = pytest.StashKey[bool]()
 
 
 @pytest.fixture(scope="session")
