@@ -34,6 +34,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.option.basetemp is None and not hasattr(config, "workerinput"):
         config.option.basetemp = tempfile.mkdtemp(prefix="agent-memory-tests-")
         config.stash[_OWN_BASETEMP] = config.option.basetemp
+        # State the library writes by default (sandbox uids, secrets) stays out of the real ~/.agent-memory.
+        os.environ.setdefault("AGENT_MEMORY_HOME", os.path.join(config.option.basetemp, "default-home"))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

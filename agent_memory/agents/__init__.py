@@ -11,7 +11,7 @@ from ._code_agent import CODE_AGENT_SYSTEM_MESSAGE, CodeAgent
 from ._events import MemoryContextEvent, MemoryStoredEvent
 from ._executor import ExecutionResult, ExecutorAgent, LocalProcessGroupExecutor
 from ._model_config import ModelConfigError, ModelSettings, load_memory_model_client, load_model_client
-from ._sandbox import SANDBOX_USER, SandboxUnavailable, resolve_sandbox
+from ._sandbox import IsolationReport, SandboxPolicy, SandboxUnavailable, isolation_report, sandbox_uid
 from ._skills_hook import HINT_HEADER, SkillHints, SkillsAgentBuilder, fix_description, learn_from_run
 from ._spec import DEFAULT_TEAM_SPEC, CodeAgentSpec, ContextSpec, ExecutorSpec, TeamSpec
 
@@ -19,7 +19,6 @@ __all__ = [
     "CODE_AGENT_SYSTEM_MESSAGE",
     "DEFAULT_TEAM_SPEC",
     "HINT_HEADER",
-    "SANDBOX_USER",
     "AgentBuilder",
     "AgentSession",
     "CodeAgent",
@@ -28,19 +27,22 @@ __all__ = [
     "ExecutionResult",
     "ExecutorAgent",
     "ExecutorSpec",
+    "IsolationReport",
     "LocalProcessGroupExecutor",
     "MemoryContextEvent",
     "MemoryStoredEvent",
     "ModelConfigError",
     "ModelSettings",
+    "SandboxPolicy",
     "SandboxUnavailable",
     "SkillHints",
     "SkillsAgentBuilder",
     "TeamSpec",
     "fix_description",
     "has_code_block",
+    "isolation_report",
     "learn_from_run",
     "load_memory_model_client",
     "load_model_client",
-    "resolve_sandbox",
+    "sandbox_uid",
 ]

@@ -321,8 +321,8 @@ class AgentBuilder:
         spec = self.spec.executor
         kind = os.environ.get("AGENT_MEMORY_EXECUTOR", spec.kind)
         work_dir = self.work_dir(thread_id)
-        work_dir.mkdir(parents=True, exist_ok=True)
         if kind == "docker":
+            work_dir.mkdir(parents=True, exist_ok=True)
             try:
                 from autogen_ext.code_executors.docker import DockerCommandLineCodeExecutor
             except ImportError as exc:
@@ -335,7 +335,12 @@ class AgentBuilder:
         if kind != "local":
             raise ValueError(f"AGENT_MEMORY_EXECUTOR={kind!r}: use local or docker")
         return LocalProcessGroupExecutor(
-            timeout=spec.timeout_seconds, work_dir=work_dir, max_output_bytes=spec.max_output_bytes
+            timeout=spec.timeout_seconds,
+            work_dir=work_dir,
+            max_output_bytes=spec.max_output_bytes,
+            sandbox=spec.sandbox_policy(),
+            owner=self.user_id,
+            home=self.home,
         )
 
     def build_tools(self, *, agent_name: str, thread_id: str) -> list[BaseTool[Any, Any]]:

@@ -31,7 +31,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
 import signal
 import sys
 import time
@@ -58,11 +57,22 @@ from autogen_ext.code_executors._common import (
 from autogen_ext.code_executors.local import LocalCommandLineCodeExecutor
 from pydantic import BaseModel
 
+from ..config import get_settings
 from ..context import OffloadedPart, Offloader, Refused
 from ..placeholders import format_memory_ref
 from ..store import MemoryStore
 from ._events import MemoryStoredEvent
-from ._sandbox import RunAs, SandboxIdentity, prepare_work_dir, resolve_sandbox
+from ._sandbox import (
+    SandboxedCommand,
+    SandboxPolicy,
+    SandboxUnavailable,
+    limit_args,
+    prepare_work_dir,
+    sandbox_environment,
+    sandbox_uid,
+    sandboxed_command,
+    tasks_of_uid,
+)
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +83,7 @@ KILL_GRACE_SECONDS = 2.0
 _READ_CHUNK = 64 * 1024
 TIMEOUT_EXIT_CODE = 124  # same codes as AutoGen's executor (and coreutils `timeout`)
 CANCELLED_EXIT_CODE = 125
+SANDBOX_UNAVAILABLE_EXIT_CODE = 126  # like a shell's "cannot execute"
 
 
 @dataclass
@@ -94,25 +105,10 @@ class LocalProcessGroupExecutorConfig(BaseModel):
     work_dir: str | None = None
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
     cleanup_temp_files: bool = True
-    scrub_env: bool = True
     extra_env: dict[str, str] = {}
-    run_as: RunAs = "auto"
-
-
-# Environment variables model-written code must not see: keys, tokens, passwords, database URLs, and this
-# process's own settings (AGENT_MEMORY_DATABASE_URL would let code read every user's memory).
-_SECRET_ENV_RE = re.compile(
-    r"(KEY|SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION|DATABASE_URL|DSN)"
-    r"|^(AGENT_MEMORY_|CHAINLIT_|PG|OPENAI_|AZURE_|ANTHROPIC_|AWS_|GOOGLE_|GITHUB_)",
-    re.IGNORECASE,
-)
-
-
-def child_environment(scrub: bool = True, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment code runs with: this process's, minus secrets when ``scrub``, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if not (scrub and _SECRET_ENV_RE.search(k))}
-    env.update(extra or {})
-    return env
+    sandbox: SandboxPolicy = SandboxPolicy()
+    owner: str | None = None
+    home: str | None = None
 
 
 async def _exited(proc: asyncio.subprocess.Process, limit_s: float) -> bool:
@@ -145,16 +141,19 @@ def _kill_group(pgid: int, sig: signal.Signals) -> None:
 
 
 class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalProcessGroupExecutorConfig]):
-    """Local command-line executor that kills the whole process tree on timeout or cancellation.
+    """Runs code blocks in the bubblewrap sandbox (:mod:`agent_memory.agents._sandbox`) and kills the whole run on
+    timeout or cancellation.
 
     Blocks run in order in ``work_dir``; the first failing block stops the run (like AutoGen's executor).
-    Output beyond ``max_output_bytes`` is discarded but counted, and the result says so.
+    Output beyond ``max_output_bytes`` is discarded but counted, and the result says so. ``owner`` (the chat
+    user) decides the uid code runs as when this process is root; ``sandbox`` sets isolation, network and limits.
+    When the sandbox cannot be set up the block is not run and the result says what to install.
 
     Example:
         >>> import asyncio
         >>> from autogen_core import CancellationToken
         >>> from autogen_core.code_executor import CodeBlock
-        >>> ex = LocalProcessGroupExecutor(timeout=5)
+        >>> ex = LocalProcessGroupExecutor(timeout=5, owner="alice")
         >>> r = asyncio.run(ex.execute_code_blocks([CodeBlock("echo hi", "bash")], CancellationToken()))
         >>> (r.exit_code, r.output)
         (0, 'hi\\n')
@@ -170,12 +169,13 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
         *,
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
         cleanup_temp_files: bool = True,
-        scrub_env: bool = True,
         extra_env: dict[str, str] | None = None,
-        run_as: RunAs = "auto",
+        sandbox: SandboxPolicy | None = None,
+        owner: str | None = None,
+        home: Path | str | None = None,
     ) -> None:
         if work_dir is not None:
-            Path(work_dir).mkdir(parents=True, exist_ok=True)
+            Path(work_dir).parent.mkdir(parents=True, exist_ok=True)
         with warnings.catch_warnings():
             # The "runs code on this machine" warning is the point of this class; the chat says so itself.
             warnings.simplefilter("ignore", UserWarning)
@@ -183,23 +183,77 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
         if max_output_bytes < 1:
             raise ValueError("max_output_bytes must be at least 1")
         self._max_output_bytes = max_output_bytes
-        self._scrub_env = scrub_env
         self._extra_env = dict(extra_env or {})
-        # As root, code runs as an unprivileged user (agent_memory.agents); resolved on first run.
-        self._run_as: RunAs = run_as
-        self._identity: SandboxIdentity | None = None
-        self._identity_resolved = False
+        self._sandbox = sandbox or SandboxPolicy()
+        self._owner = owner
+        self._home = Path(home).expanduser() if home is not None else None
+        self._uid: int | None = None
 
     @property
     def max_output_bytes(self) -> int:
         return self._max_output_bytes
 
-    async def sandbox_identity(self) -> SandboxIdentity | None:
-        """The OS identity code runs as (None: this process's own). See :mod:`agent_memory.agents`."""
-        if not self._identity_resolved:
-            self._identity = await asyncio.to_thread(resolve_sandbox, self._run_as, Path(self.work_dir))
-            self._identity_resolved = True
-        return self._identity
+    @property
+    def sandbox(self) -> SandboxPolicy:
+        return self._sandbox
+
+    async def sandbox_uid(self) -> int | None:
+        """The uid code runs as when this process is root (one per owner, recorded), else None."""
+        if os.geteuid() != 0 or self._sandbox.isolation == "none":
+            return None
+        if self._uid is None:
+            home = self._home or get_settings().resolved_home()
+            owner = self._owner or f"dir:{self.work_dir}"  # work_dir is already absolute
+            self._uid = await asyncio.to_thread(sandbox_uid, home, owner)
+        return self._uid
+
+    def _program(self, lang: str, filename: str | None) -> list[str]:
+        """How to run a block whose code is at ``{code}``; a ``# filename:`` block is saved there first."""
+        if lang == "python":
+            run = [sys.executable, "{code}"]
+        else:
+            program = lang_to_cmd(lang)
+            run = [program, "-NoProfile", "-ExecutionPolicy", "Bypass", "-File", "{code}"] if (
+                program == "pwsh"
+            ) else [program, "{code}"]  # fmt: skip
+        if filename is None:
+            return run
+        # Written by the sandboxed code's own user, inside the sandbox: never by this process.
+        return ["/bin/sh", "-c", 'cat "$1" > "$2" && shift 2 && exec "$@"', "sh", "{code}", filename, *run[:-1],
+                filename]  # fmt: skip
+
+    async def _command(self, lang: str, code: str, filename: str | None) -> SandboxedCommand:
+        work_dir = Path(self.work_dir)
+        uid = await self.sandbox_uid()
+        ext = "py" if lang == "python" else ("ps1" if lang in ("pwsh", "powershell", "ps1") else lang)
+        env = sandbox_environment(self._sandbox, str(work_dir), self._extra_env)
+        program = self._program(lang, filename)
+        if self._sandbox.isolation == "none":
+            # Explicitly unisolated (single trusted user): the file lives in the work dir, as in AutoGen.
+            await asyncio.to_thread(work_dir.mkdir, parents=True, exist_ok=True)
+            path = work_dir / (filename or f"tmp_code_{sha256(code.encode()).hexdigest()}.{ext}")
+            await asyncio.to_thread(path.write_text, code, encoding="utf-8")
+            argv = [part.replace("{code}", str(path)) for part in self._program(lang, None)]
+            headroom = await asyncio.to_thread(tasks_of_uid, os.getuid())
+            prlimit = ["prlimit", *limit_args(self._sandbox, headroom), "--"]
+            return SandboxedCommand([*prlimit, *argv], cleanup=[path] if filename is None else [])
+        fd = await asyncio.to_thread(prepare_work_dir, work_dir, uid)
+        try:
+            command = sandboxed_command(
+                self._sandbox,
+                work_dir=work_dir,
+                work_dir_fd=fd,
+                uid=uid,
+                code=code.encode("utf-8"),
+                code_name=f"block.{ext}",
+                program=program,
+                env=env,
+            )
+        except BaseException:
+            os.close(fd)
+            raise
+        command.close_after_start.append(fd)
+        return command
 
     async def _execute_code_dont_check_setup(
         self, code_blocks: list[CodeBlock], cancellation_token: CancellationToken
@@ -229,21 +283,17 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
                     exit_code = 1
                     chunks.append(b"Filename is not in the workspace\n")
                     break
+                try:
+                    command = await self._command(lang, code, filename)
+                except SandboxUnavailable as exc:
+                    exit_code = SANDBOX_UNAVAILABLE_EXIT_CODE
+                    chunks.append(f"Not run: {exc}\n".encode())
+                    log.error("code not run: %s", exc)
+                    break
                 if filename is None:
-                    ext = "py" if lang == "python" else ("ps1" if lang in ("pwsh", "powershell", "ps1") else lang)
-                    filename = f"tmp_code_{sha256(code.encode()).hexdigest()}.{ext}"
-                path = (self.work_dir / filename).resolve()
-                path.write_text(code, encoding="utf-8")
-                file_names.append(path)
-                if lang == "python":
-                    argv = [sys.executable, str(path)]
-                else:
-                    program = lang_to_cmd(lang)
-                    argv = [program, "-NoProfile", "-ExecutionPolicy", "Bypass", "-File", str(path)] if (
-                        program == "pwsh"
-                    ) else [program, str(path)]  # fmt: skip
+                    file_names.extend(command.cleanup)
                 code_rc, block_timed_out, data, block_total = await self._run_one(
-                    argv, self._max_output_bytes - kept, cancellation_token
+                    command, self._max_output_bytes - kept, cancellation_token
                 )
                 chunks.append(data)
                 kept += len(data)
@@ -261,11 +311,11 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
                         file.unlink(missing_ok=True)
         output, not_utf8 = _decode(b"".join(chunks), truncated=total > kept)
         if timed_out:
-            output += f"\nTimeout: the process group was killed after {self._timeout}s\n"
+            output += f"\nTimeout: the run was killed after {self._timeout}s\n"
         return ExecutionResult(
             exit_code=exit_code,
             output=output,
-            code_file=str(file_names[0]) if file_names else None,
+            code_file=None,
             duration_s=round(time.monotonic() - started, 3),
             timed_out=timed_out,
             truncated=total > kept,
@@ -275,26 +325,22 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
         )
 
     async def _run_one(
-        self, argv: list[str], cap: int, cancellation_token: CancellationToken
+        self, command: SandboxedCommand, cap: int, cancellation_token: CancellationToken
     ) -> tuple[int, bool, bytes, int]:
-        """Run one program in a new session; return (exit code, timed out, kept bytes, total bytes)."""
-        identity = await self.sandbox_identity()
-        env = child_environment(self._scrub_env, self._extra_env)
-        drop: dict[str, Any] = {}
-        if identity is not None:
-            prepare_work_dir(identity, Path(self.work_dir))
-            env.update(HOME=str(self.work_dir), USER=identity.user, LOGNAME=identity.user)
-            drop = {"user": identity.uid, "group": identity.gid, "extra_groups": []}
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            cwd=self.work_dir,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            env=env,
-            start_new_session=True,  # its own process group: killpg reaches every descendant
-            **drop,
-        )
+        """Run one sandboxed program in a new session; return (exit code, timed out, kept bytes, total bytes)."""
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *command.argv,
+                cwd="/",  # never a directory the user controls
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"},
+                start_new_session=True,  # its own group: killpg reaches bubblewrap; the sandbox dies with it
+                pass_fds=command.pass_fds,
+            )
+        finally:
+            command.close()
         pgid = proc.pid
         assert proc.stdout is not None
         kept = bytearray()
@@ -315,12 +361,11 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
             if not finished:  # after the group is gone its id may be reused: never signal it then
                 _kill_group(pgid, signal.SIGKILL)
 
-        # Cancelling the token kills the tree even if nobody cancels this task.
+        # Cancelling the token kills the run even if nobody cancels this task.
         cancellation_token.add_callback(on_cancel)
         timed_out = False
         try:
-            # Not ``proc.wait()``: asyncio only returns from it once every pipe is closed, so a background
-            # child that inherited stdout (``server &``) would make a finished script look hung.
+            # Not ``proc.wait()``: asyncio only returns from it once every pipe is closed.
             if not await _exited(proc, self._timeout):
                 timed_out = True
                 _kill_group(pgid, signal.SIGTERM)
@@ -334,17 +379,17 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
             reader.cancel()
             raise
         finally:
-            # Background children left behind by the script (``cmd &``) die with it.
+            # Whatever the code left behind dies with bubblewrap (its PID namespace ends).
             _kill_group(pgid, signal.SIGKILL)
         try:
             await asyncio.wait_for(reader, 10)
-        except TimeoutError:  # a descendant escaped into its own session and holds the pipe open
+        except TimeoutError:  # only possible without the sandbox (isolation "none"): a descendant holds the pipe
             reader.cancel()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(proc.wait(), 10)
         finished = True
         if cancellation_token.is_cancelled():
-            kept.extend(b"\nCancelled: the process group was killed\n")
+            kept.extend(b"\nCancelled: the run was killed\n")
             return CANCELLED_EXIT_CODE, False, bytes(kept), total
         rc = TIMEOUT_EXIT_CODE if timed_out else (proc.returncode if proc.returncode is not None else 1)
         return rc, timed_out, bytes(kept), total
@@ -355,14 +400,15 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
             work_dir=str(self._work_dir) if self._work_dir is not None else None,
             max_output_bytes=self._max_output_bytes,
             cleanup_temp_files=self._cleanup_temp_files,
-            scrub_env=self._scrub_env,
             extra_env=self._extra_env,
-            run_as=self._run_as,
+            sandbox=self._sandbox,
+            owner=self._owner,
+            home=str(self._home) if self._home is not None else None,
         )
 
     @classmethod
     def _from_config(cls, config: LocalProcessGroupExecutorConfig) -> Self:  # type: ignore[override]
-        return cls(**config.model_dump())
+        return cls(**config.model_dump(exclude={"sandbox"}), sandbox=config.sandbox)
 
 
 def status_line(result: CodeResult) -> str:

@@ -1,123 +1,341 @@
-"""Run model-written code as an unprivileged OS user when this process is root.
+"""The bubblewrap sandbox every code block runs in.
 
-Code the executor runs must not be able to read other users' memory. Scrubbing secrets from its
-environment is not enough when it runs as root: root can read ``AGENT_MEMORY_HOME/db-password`` and
-reach the database socket. As root, the executor therefore drops to the ``agent_memory_sandbox`` system
-user (created on first use), which can use the interpreter and its own work directory but cannot read
-the database's files, password or socket. As a normal user there is no other user to drop to: use the
-Docker executor (``executor.kind = "docker"``) for isolation between chat users on a shared machine.
+Model-written code is untrusted, and so are the chat users who ask for it. Each block runs in fresh PID, IPC,
+UTS, mount and network namespaces made by `bubblewrap <https://github.com/containers/bubblewrap>`_ (the tool
+Flatpak and Anthropic's sandbox runtime use): system directories and the interpreter read-only, the thread's
+work directory the only writable place, a private size-limited ``/tmp``, a ``/proc`` that shows only the run's
+own processes, no network (``network="host"`` opts in), an environment built from an allowlist, resource limits
+(CPU time, memory, processes, file size), and nothing that outlives the run: when the run ends, times out or is
+stopped, its PID namespace dies and every process in it with it.
+
+Identities: as root, each chat user's code runs under its own unprivileged uid (:func:`sandbox_uid`: derived
+from the user, recorded in ``$AGENT_MEMORY_HOME/sandbox-uids.json``, stable across restarts), so users cannot
+read or signal each other's files and processes and their process limits are their own. As a normal OS user
+there is no other uid to switch to: a user namespace runs the code as this user, and only the mount namespace
+keeps users apart (a user's code sees only its own work directory; see the README's Security model).
+
+The privileged side never follows a path the user controls: the code reaches the sandbox through a memory file
+(``memfd``) that bubblewrap copies in, and the work directory is opened with ``O_NOFOLLOW`` under a parent
+only this process can change, then bound by its file descriptor.
+
+If bubblewrap cannot run, nothing runs (:class:`SandboxUnavailable` says what to install). Running without
+isolation takes an explicit ``SandboxPolicy(isolation="none")``, for a single trusted user only.
 
 Example:
-    >>> from agent_memory.agents import resolve_sandbox
-    >>> resolve_sandbox("current") is None
-    True
+    >>> policy = SandboxPolicy(memory_mb=512, network="none")
+    >>> policy.isolation, policy.max_processes
+    ('bubblewrap', 256)
 """
 
 from __future__ import annotations
 
-import logging
+import fcntl
+import hashlib
+import json
 import os
 import pwd
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-log = logging.getLogger(__name__)
+from pydantic import BaseModel, ConfigDict, Field
 
-SANDBOX_USER = "agent_memory_sandbox"
-RunAs = Literal["auto", "sandbox", "current"]
-
-
-@dataclass(frozen=True)
-class SandboxIdentity:
-    """The OS identity code runs as."""
-
-    user: str
-    uid: int
-    gid: int
-    home: Path | None = None
+# Names passed from the server's environment to code, whatever the policy says (values never secret).
+BASE_ENV = ("LANG", "LC_ALL", "TERM", "TZ")
+# Where the code of a block appears inside the sandbox (read-only, outside the work directory).
+CODE_DIR = "/run/agent-memory"
+# Per-user uids live far from system and login ranges, and from container sub-uid ranges.
+UID_BASE = 1_500_000_000
+UID_SPAN = 500_000_000
+_INSTALL_HINT = (
+    "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; Fedora: `dnf install bubblewrap`) and make "
+    "sure user namespaces are enabled (`sysctl kernel.unprivileged_userns_clone=1` where that setting exists), "
+    "or set executor isolation to `none` for a single trusted user (AGENT_MEMORY_EXECUTOR_ISOLATION=none)"
+)
 
 
 class SandboxUnavailable(RuntimeError):
-    """``run_as="sandbox"`` was asked for but cannot be provided here."""
+    """The sandbox cannot be set up here, so the code was not run. The message says what to install or set."""
 
 
-def _ensure_user(name: str) -> pwd.struct_passwd:
-    try:
-        return pwd.getpwnam(name)
-    except KeyError:
-        pass
-    useradd = shutil.which("useradd") or "/usr/sbin/useradd"
-    subprocess.run(
-        [useradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
-        check=True,
-        capture_output=True,
-    )
-    return pwd.getpwnam(name)
+class SandboxPolicy(BaseModel):
+    """How code runs: isolation, network and per-run limits (the team spec's ``executor`` section sets them).
 
-
-def _can_run_interpreter(identity: SandboxIdentity, work_dir: Path | None) -> str | None:
-    """None when the sandbox user can start this Python and read a script in ``work_dir`` by its
-    absolute path (as the executor runs them); else why not."""
-    argv = [sys.executable, "-c", "pass"]
-    probe: Path | None = None
-    if work_dir is not None:
-        probe = work_dir / ".sandbox-probe.py"
-        probe.write_text("pass\n")
-        argv = [sys.executable, str(probe.resolve())]
-    try:
-        result = subprocess.run(
-            argv,
-            cwd=work_dir or "/",
-            user=identity.uid,
-            group=identity.gid,
-            extra_groups=[],
-            capture_output=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        return str(exc)
-    finally:
-        if probe is not None:
-            probe.unlink(missing_ok=True)
-    return None if result.returncode == 0 else result.stderr.decode(errors="replace").strip()[-300:]
-
-
-def resolve_sandbox(run_as: RunAs, work_dir: Path | None = None) -> SandboxIdentity | None:
-    """The identity to run code as (None: this process's own).
-
-    ``auto``: the sandbox user when root and usable, else the current user (with a warning when root).
-    ``sandbox``: the sandbox user or :class:`SandboxUnavailable`. ``current``: never switch.
+    Example:
+        >>> SandboxPolicy(network="host").network
+        'host'
     """
-    if run_as == "current" or os.geteuid() != 0:
-        if run_as == "sandbox":
-            raise SandboxUnavailable("run_as='sandbox' needs root; use the Docker executor to isolate code instead")
-        return None
-    try:
-        entry = _ensure_user(SANDBOX_USER)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        reason = f"cannot create the OS user {SANDBOX_USER!r}: {exc}"
-    else:
-        identity = SandboxIdentity(SANDBOX_USER, entry.pw_uid, entry.pw_gid)
-        if work_dir is not None:
-            prepare_work_dir(identity, work_dir)
-        problem = _can_run_interpreter(identity, work_dir)
-        if problem is None:
-            return identity
-        reason = f"{SANDBOX_USER} cannot run {sys.executable} in {work_dir or '/'}: {problem}"
-    if run_as == "sandbox":
-        raise SandboxUnavailable(reason)
-    log.warning(
-        "running code as root, NOT sandboxed (%s). Make the interpreter readable by others or use Docker.", reason
+
+    model_config = ConfigDict(extra="forbid")
+
+    isolation: Literal["bubblewrap", "none"] = Field(
+        default="bubblewrap", description="`none` runs code as this process, unisolated: single trusted user only"
     )
-    return None
+    network: Literal["none", "host"] = Field(default="none", description="`host` lets code use the network")
+    cpu_seconds: int = Field(default=300, ge=1, description="CPU time per process (RLIMIT_CPU)")
+    memory_mb: int = Field(default=2048, ge=16, description="data memory per process (RLIMIT_DATA)")
+    max_processes: int = Field(default=256, ge=4, description="processes and threads of the user (RLIMIT_NPROC)")
+    max_file_mb: int = Field(default=1024, ge=1, description="largest file code may write (RLIMIT_FSIZE)")
+    tmp_mb: int = Field(default=256, ge=1, description="size of the private /tmp")
+    env: list[str] = Field(default_factory=list, description="names of server environment variables code may see")
+    bwrap: str = Field(default="bwrap", description="the bubblewrap program (a name on PATH or a path)")
 
 
-def prepare_work_dir(identity: SandboxIdentity, work_dir: Path) -> None:
-    """Give the sandbox user its work directory (and let it traverse the parents it needs)."""
-    work_dir.mkdir(parents=True, exist_ok=True)
-    os.chown(work_dir, identity.uid, identity.gid)
-    work_dir.chmod(0o700)
+@dataclass(frozen=True)
+class IsolationReport:
+    """Whether code can be isolated here (``agent-memory doctor``)."""
+
+    available: bool
+    mode: str
+    detail: str
+    bwrap: str | None = None
+
+
+@dataclass
+class SandboxedCommand:
+    """What to start: argv, the descriptors it inherits, and the files to close once it has started."""
+
+    argv: list[str]
+    pass_fds: tuple[int, ...] = ()
+    close_after_start: list[int] = field(default_factory=list)
+    cleanup: list[Path] = field(default_factory=list)  # files to remove after the run (isolation "none" only)
+
+    def close(self) -> None:
+        for fd in self.close_after_start:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.close_after_start.clear()
+
+
+def find_bwrap(policy: SandboxPolicy) -> str:
+    """The bubblewrap executable, or :class:`SandboxUnavailable`."""
+    found = shutil.which(policy.bwrap)
+    if found is None:
+        raise SandboxUnavailable(f"bubblewrap ({policy.bwrap!r}) was not found, so code was not run: {_INSTALL_HINT}")
+    return found
+
+
+def isolation_report(policy: SandboxPolicy | None = None) -> IsolationReport:
+    """Try the sandbox once (a real ``bwrap`` run of ``true``) and say whether code would be isolated."""
+    policy = policy or SandboxPolicy()
+    if policy.isolation == "none":
+        return IsolationReport(False, "none", "isolation is off (executor isolation `none`): single trusted user only")
+    try:
+        bwrap = find_bwrap(policy)
+    except SandboxUnavailable as exc:
+        return IsolationReport(False, "unavailable", str(exc))
+    mode = "per-user uid (root)" if os.geteuid() == 0 else "mount namespace (this OS user)"
+    argv = [bwrap, *_namespace_args(policy), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"]
+    try:
+        result = subprocess.run(argv, capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return IsolationReport(False, "unavailable", f"bubblewrap failed to start: {exc}; {_INSTALL_HINT}", bwrap)
+    if result.returncode != 0:
+        why = result.stderr.decode(errors="replace").strip()[-300:]
+        return IsolationReport(False, "unavailable", f"bubblewrap cannot create namespaces: {why}; {_INSTALL_HINT}")
+    return IsolationReport(True, mode, f"bubblewrap {bwrap}: namespaces work", bwrap)
+
+
+def _namespace_args(policy: SandboxPolicy) -> list[str]:
+    args = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent"]
+    args.append("--new-session")  # no TIOCSTI into the server's terminal
+    if policy.network == "none":
+        args.append("--unshare-net")
+    if os.geteuid() != 0:
+        # Unprivileged: a user namespace gives bubblewrap its mounts; none may be made inside it.
+        args += ["--unshare-user", "--disable-userns"]
+    return args
+
+
+def sandbox_uid(home: Path, owner: str) -> int:
+    """The unprivileged uid ``owner``'s code runs as (only used when this process is root).
+
+    Derived from a hash of ``owner``; the first uid free of system accounts and of other owners is recorded in
+    ``home/sandbox-uids.json`` (mode 600, under a lock), so it stays the same across restarts.
+    """
+    home.mkdir(parents=True, exist_ok=True)
+    registry = home / "sandbox-uids.json"
+    fd = os.open(registry, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "r+", encoding="utf-8") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        text = handle.read()
+        known: dict[str, int] = json.loads(text) if text.strip() else {}
+        if owner in known:
+            return known[owner]
+        taken = set(known.values())
+        digest = int.from_bytes(hashlib.sha256(owner.encode()).digest()[:8], "big")
+        for step in range(UID_SPAN):
+            uid = UID_BASE + (digest + step) % UID_SPAN
+            if uid not in taken and not _uid_in_use(uid):
+                break
+        known[owner] = uid
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps(known, indent=0, sort_keys=True))
+        handle.flush()
+        os.fsync(handle.fileno())
+    return uid
+
+
+def _uid_in_use(uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)
+    except KeyError:
+        return False
+    return True
+
+
+def prepare_work_dir(work_dir: Path, uid: int | None) -> int:
+    """Create ``work_dir`` (mode 700, owned by ``uid`` when given) and return an ``O_PATH`` descriptor of it.
+
+    The parents are created by this process and stay its own; the last component is opened with ``O_NOFOLLOW``
+    relative to its parent's descriptor, so a symlink planted in its place is refused instead of followed, and
+    ownership is changed through the descriptor, never through a path.
+    """
+    parent = work_dir.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    parent_fd = os.open(parent, os.O_PATH | os.O_DIRECTORY)
+    try:
+        try:
+            os.mkdir(work_dir.name, 0o700, dir_fd=parent_fd)
+        except FileExistsError:
+            pass
+        try:
+            fd = os.open(work_dir.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent_fd)
+        except OSError as exc:
+            raise SandboxUnavailable(f"the work directory {work_dir} is not a plain directory: {exc}") from exc
+    finally:
+        os.close(parent_fd)
+    try:
+        if uid is not None:
+            os.fchown(fd, uid, uid)
+        os.fchmod(fd, 0o700)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _system_mounts() -> list[str]:
+    """Read-only system directories; merged-/usr symlinks (``/bin -> usr/bin``) are recreated as symlinks."""
+    args = ["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        path = Path("/") / name
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            args += ["--ro-bind", str(path), str(path)]
+    return args
+
+
+def _interpreter_mounts(made: set[str]) -> list[str]:
+    """This Python (its venv and its base installation) read-only, at the same paths, so ``python`` works."""
+    args: list[str] = []
+    for prefix in dict.fromkeys((sys.base_prefix, sys.prefix)):
+        if not prefix.startswith("/usr/"):
+            args += [*_parent_dirs(prefix, made), "--ro-bind", prefix, prefix]
+    return args
+
+
+def _parent_dirs(path: str, made: set[str]) -> list[str]:
+    """Traversable (0755) empty parents for a mount point: bubblewrap would make them 0700 root, and the code's
+    uid could not reach what is mounted below. They hold nothing of the host's."""
+    args: list[str] = []
+    for parent in reversed(Path(path).parents):
+        name = str(parent)
+        if name in ("/", "/tmp") or name in made:
+            continue
+        made.add(name)
+        args += ["--perms", "0755", "--dir", name]
+    return args
+
+
+def sandbox_environment(policy: SandboxPolicy, home: str, extra: dict[str, str]) -> dict[str, str]:
+    """The whole environment of the code: an allowlist, never the server's secrets."""
+    path = f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
+    env = {"PATH": path, "HOME": home, "TMPDIR": "/tmp", "PYTHONDONTWRITEBYTECODE": "1"}
+    for name in (*BASE_ENV, *policy.env):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    env.update(extra)
+    return env
+
+
+def limit_args(policy: SandboxPolicy, nproc_headroom: int = 0) -> list[str]:
+    """``prlimit`` options for the run (inherited by every process of it)."""
+    mb = 1024 * 1024
+    return [
+        f"--cpu={policy.cpu_seconds}",
+        f"--data={policy.memory_mb * mb}",
+        f"--fsize={policy.max_file_mb * mb}",
+        f"--nproc={policy.max_processes + nproc_headroom}",
+        "--core=0",
+    ]
+
+
+def tasks_of_uid(uid: int) -> int:
+    """Processes and threads of ``uid`` now: RLIMIT_NPROC counts them all, so a run as this process's own user
+    needs that much headroom above its limit."""
+    count = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat().st_uid == uid:
+                count += len(os.listdir(f"/proc/{entry.name}/task"))
+        except OSError:
+            continue
+    return count
+
+
+def sandboxed_command(
+    policy: SandboxPolicy,
+    *,
+    work_dir: Path,
+    work_dir_fd: int,
+    uid: int | None,
+    code: bytes,
+    code_name: str,
+    program: list[str],
+    env: dict[str, str],
+) -> SandboxedCommand:
+    """The command that runs ``program`` (which refers to the code as ``{code}``) in a fresh sandbox.
+
+    ``uid``: the identity to switch to inside (root only), else None to stay this user.
+    """
+    bwrap = find_bwrap(policy)
+    code_fd = os.memfd_create("agent-memory-block", os.MFD_CLOEXEC)
+    os.write(code_fd, code)
+    os.lseek(code_fd, 0, os.SEEK_SET)
+    code_path = f"{CODE_DIR}/{code_name}"
+    argv = ["prlimit", *limit_args(policy, 0 if uid is not None else tasks_of_uid(os.getuid())), "--", bwrap]
+    argv += _namespace_args(policy)
+    argv += ["--clearenv"]
+    for name, value in env.items():
+        argv += ["--setenv", name, value]
+    made: set[str] = set()
+    argv += _system_mounts()
+    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(policy.tmp_mb * 1024 * 1024)]
+    argv += ["--perms", "1777", "--tmpfs", "/tmp"]
+    argv += _interpreter_mounts(made) + _parent_dirs(str(work_dir), made)
+    argv += ["--bind-fd", str(work_dir_fd), str(work_dir), "--chdir", str(work_dir)]
+    argv += ["--perms", "0444", "--ro-bind-data", str(code_fd), code_path]
+    argv.append("--")
+    if uid is not None:
+        argv += [
+            "setpriv",
+            f"--reuid={uid}",
+            f"--regid={uid}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--no-new-privs",
+            "--",
+        ]
+    argv += [part.replace("{code}", code_path) for part in program]
+    return SandboxedCommand(argv, pass_fds=(work_dir_fd, code_fd), close_after_start=[code_fd])

@@ -70,7 +70,11 @@ def skills_of(builder: AgentBuilder, agent_name: str, thread_id: str) -> Procedu
         cache[key] = ProceduralMemory(
             builder.store, user_id=builder.user_id, agent_id=agent_name,
             settings=settings.model_copy(update={"execution_timeout": timeout}),
-            executor=LocalProcessGroupExecutor(timeout=timeout, work_dir=builder.work_dir(thread_id)),
+            # The same sandbox as the team's code: this user's uid, limits and network setting.
+            executor=LocalProcessGroupExecutor(
+                timeout=timeout, work_dir=builder.work_dir(thread_id), sandbox=builder.spec.executor.sandbox_policy(),
+                owner=builder.user_id, home=builder.home,
+            ),
             model_client=builder.build_memory_model_client(),
         )  # fmt: skip
     return cache[key]

@@ -15,12 +15,14 @@ Example:
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..store import MemoryStore, TeamSpecStore
+from ._sandbox import SandboxPolicy
 
 
 class ContextSpec(BaseModel):
@@ -60,6 +62,26 @@ class ExecutorSpec(BaseModel):
     max_output_bytes: int = Field(default=20 * 1024 * 1024, ge=1024)
     excerpt_tokens: int = Field(default=200, ge=20, le=2000)
     docker_image: str = "python:3-slim"
+    isolation: Literal["bubblewrap", "none"] = Field(
+        default="bubblewrap",
+        description="`none` runs code unisolated, as this process: single trusted user only "
+        "(AGENT_MEMORY_EXECUTOR_ISOLATION overrides it)",
+    )
+    network: Literal["none", "host"] = Field(default="none", description="`host` lets code use the network")
+    cpu_seconds: int = Field(default=300, ge=1, description="CPU seconds per process")
+    memory_mb: int = Field(default=2048, ge=16, description="memory per process")
+    max_processes: int = Field(default=256, ge=4, description="processes and threads of the user's code")
+    max_file_mb: int = Field(default=1024, ge=1, description="largest file code may write")
+    tmp_mb: int = Field(default=256, ge=1, description="size of the private /tmp")
+    env: list[str] = Field(default_factory=list, description="server environment variables code may see, by name")
+
+    def sandbox_policy(self) -> SandboxPolicy:
+        """The sandbox these settings describe (``AGENT_MEMORY_EXECUTOR_ISOLATION`` overrides ``isolation``)."""
+        isolation = os.environ.get("AGENT_MEMORY_EXECUTOR_ISOLATION", self.isolation)
+        if isolation not in ("bubblewrap", "none"):
+            raise ValueError(f"AGENT_MEMORY_EXECUTOR_ISOLATION={isolation!r}: use bubblewrap or none")
+        fields = self.model_dump(include={"network", "cpu_seconds", "memory_mb", "max_processes", "max_file_mb"})
+        return SandboxPolicy(isolation=isolation, tmp_mb=self.tmp_mb, env=list(self.env), **fields)
 
 
 class TeamSpec(BaseModel):

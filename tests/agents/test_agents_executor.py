@@ -18,7 +18,13 @@ from support.databases import open_store
 from support.scripted_llm import ScriptedLLM
 
 from agent_memory import MemoryStore
-from agent_memory.agents import AgentBuilder, ExecutorAgent, LocalProcessGroupExecutor, MemoryStoredEvent
+from agent_memory.agents import (
+    AgentBuilder,
+    ExecutorAgent,
+    LocalProcessGroupExecutor,
+    MemoryStoredEvent,
+    SandboxPolicy,
+)
 from agent_memory.placeholders import parse_memory_refs
 
 
@@ -202,20 +208,41 @@ async def test_cancelling_a_team_run_leaves_no_orphan_process(
     assert not any(isinstance(i, TaskResult) for i in seen)
 
 
-async def test_code_does_not_see_secrets_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-value")
-    monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", "postgresql://u:pw@db/x")
-    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-123")
+SECRETS = {
+    "OPENAI_API_KEY": "sk-secret-value",
+    "AGENT_MEMORY_DATABASE_URL": "postgresql://u:pw@db/x",
+    "MY_SERVICE_TOKEN": "tok-123",
+    "DB_PASS": "hunter2",
+    "MONGODB_URI": "mongodb://admin:mongo-pw@db",
+    "REDIS_URL": "redis://:redis-pw@cache",
+    "PIP_INDEX_URL": "https://user:pip-pw@pypi.example/simple",
+    "GH_PAT": "ghp_abcdef",
+}
+
+
+async def test_code_sees_only_allowlisted_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
     monkeypatch.setenv("HARMLESS_SETTING", "visible")
     executor = LocalProcessGroupExecutor(timeout=30, work_dir=tmp_path, extra_env={"GIVEN": "yes"})
 
     result = await executor.execute_code_blocks([CodeBlock("env", "bash")], CancellationToken())
 
-    assert "sk-secret-value" not in result.output
-    assert "postgresql://" not in result.output
-    assert "tok-123" not in result.output
-    assert "HARMLESS_SETTING=visible" in result.output
+    names = {line.split("=", 1)[0] for line in result.output.splitlines()}
+    assert not any(value in result.output for value in SECRETS.values())
+    # An allowlist, not a denylist: an unknown name is not passed either.
+    assert names <= {"PATH", "HOME", "LANG", "LC_ALL", "TERM", "TZ", "TMPDIR", "PYTHONDONTWRITEBYTECODE", "GIVEN",
+                     "PWD", "SHLVL", "_"}  # fmt: skip
     assert "GIVEN=yes" in result.output
+
+
+async def test_variables_named_in_the_policy_are_passed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARMLESS_SETTING", "visible")
+    executor = LocalProcessGroupExecutor(timeout=30, work_dir=tmp_path, sandbox=SandboxPolicy(env=["HARMLESS_SETTING"]))
+
+    result = await executor.execute_code_blocks([CodeBlock("env", "bash")], CancellationToken())
+
+    assert "HARMLESS_SETTING=visible" in result.output
 
 
 async def test_binary_output_is_escaped_and_flagged(store: MemoryStore, user_id: str, tmp_path: Path) -> None:

@@ -1,10 +1,17 @@
-"""As root, executed code runs as an unprivileged user that cannot reach the database or its password."""
+"""The sandbox, attacked as a hostile chat user would: through the real executor, as two users, as root.
+
+Each test names the guard it checks; removing that guard (the mount namespace, the per-user uid, the PID
+namespace, the network namespace, a limit, O_NOFOLLOW, fail-closed) makes it fail.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import socket
-import tempfile
+import stat
+import subprocess
 import uuid
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -12,26 +19,41 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from autogen_core import CancellationToken
 from autogen_core.code_executor import CodeBlock
+from support.databases import open_store
 
-from agent_memory.agents import SANDBOX_USER, LocalProcessGroupExecutor, SandboxUnavailable, resolve_sandbox
+from agent_memory.agents import LocalProcessGroupExecutor, SandboxPolicy, SkillsAgentBuilder, isolation_report
+from agent_memory.agents._executor import SANDBOX_UNAVAILABLE_EXIT_CODE
+from agent_memory.agents._sandbox import sandbox_uid
+from agent_memory.agents._skills_hook import skills_of
+from agent_memory.skills import ProceduralMemorySettings
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox user is only used when running as root")
+pytestmark = pytest.mark.skipif(not isolation_report().available, reason="bubblewrap is not usable here")
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="per-user uids are used only when running as root")
+
+
+def processes_with(marker: str) -> list[str]:
+    out = subprocess.run(["ps", "-ww", "-eo", "stat=,args="], capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if marker in line and not line.lstrip().startswith("Z")]
+
+
+def pids_of(pattern: str) -> list[str]:
+    out = subprocess.run(["pgrep", "-a", "-f", pattern], capture_output=True, text=True, check=False).stdout
+    return out.splitlines()
+
+
+def marker() -> str:
+    return f"{800 + uuid.uuid4().int % 9000}.{uuid.uuid4().int % 1000:03d}"
 
 
 @pytest.fixture
-def sandbox_work_dir() -> Path:
-    # Under /tmp (world-traversable), not pytest's 0700 tmp dir, like AGENT_MEMORY_HOME/work would be.
-    path = Path(tempfile.gettempdir()) / f"am-sandbox-{uuid.uuid4().hex[:8]}"
-    try:
-        resolve_sandbox("sandbox", path)
-    except SandboxUnavailable as exc:
-        pytest.skip(f"sandbox user unusable on this machine: {exc}")
-    return path
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
 
 
-def _socket_path(host: str) -> str:
-    sockets = [p for p in Path(host).glob(".s.PGSQL.*") if p.is_socket()]
-    return str(sockets[0]) if sockets else f"{host}/.s.PGSQL.5432"
+def executor_for(home: Path, user: str, thread: str = "t1", **policy: object) -> LocalProcessGroupExecutor:
+    return LocalProcessGroupExecutor(
+        timeout=20, work_dir=home / "work" / user / thread, owner=user, home=home, sandbox=SandboxPolicy(**policy)
+    )
 
 
 async def run(executor: LocalProcessGroupExecutor, code: str, language: str = "bash") -> tuple[int, str]:
@@ -39,46 +61,259 @@ async def run(executor: LocalProcessGroupExecutor, code: str, language: str = "b
     return result.exit_code, result.output
 
 
-async def test_code_runs_as_the_sandbox_user(sandbox_work_dir: Path) -> None:
-    executor = LocalProcessGroupExecutor(timeout=30, work_dir=sandbox_work_dir, run_as="sandbox")
-    assert await run(executor, "id -un") == (0, f"{SANDBOX_USER}\n")
+# ---------------------------------------------------------------- other users' files and processes
 
 
-async def test_python_code_can_write_its_work_dir(sandbox_work_dir: Path) -> None:
-    executor = LocalProcessGroupExecutor(timeout=30, work_dir=sandbox_work_dir, run_as="sandbox")
-    code, out = await run(executor, "open('result.txt', 'w').write('ok'); print(open('result.txt').read())", "python")
-    assert (code, out) == (0, "ok\n")
+async def test_a_user_cannot_read_or_write_another_users_work_directory(home: Path) -> None:
+    alice, bob = executor_for(home, "alice"), executor_for(home, "bob")
+    assert (await run(alice, "echo alice-secret > notes.txt"))[0] == 0
+    alice_dir = home / "work" / "alice" / "t1"
+
+    _code, out = await run(bob, f"cat {alice_dir}/notes.txt; echo bob-was-here > {alice_dir}/planted.txt; ls {home}")
+
+    assert "alice-secret" not in out
+    assert not (alice_dir / "planted.txt").exists()
+    assert "db-password" not in out and "sandbox-uids" not in out
 
 
-async def test_sandboxed_code_cannot_reach_the_database_socket(sandbox_work_dir: Path, database_url: str) -> None:
+@as_root
+async def test_each_user_runs_under_their_own_stable_uid_and_owns_their_work_directory(home: Path) -> None:
+    alice, bob = executor_for(home, "alice"), executor_for(home, "bob")
+    alice_uid = int((await run(alice, "id -u"))[1])
+    bob_uid = int((await run(bob, "id -u"))[1])
+
+    assert alice_uid != bob_uid and 0 not in (alice_uid, bob_uid)
+    # Stable across restarts: a new executor (a new process would read the same record) gets the same uid.
+    assert int((await run(executor_for(home, "alice", "t2"), "id -u"))[1]) == alice_uid
+    assert json.loads((home / "sandbox-uids.json").read_text()) == {"alice": alice_uid, "bob": bob_uid}
+    assert stat.S_IMODE((home / "sandbox-uids.json").stat().st_mode) == 0o600
+    info = (home / "work" / "alice" / "t1").stat()
+    assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (alice_uid, 0o700)
+
+
+async def test_a_user_cannot_see_or_signal_another_users_running_process(home: Path) -> None:
+    alice, bob = executor_for(home, "alice"), executor_for(home, "bob")
+    seconds = marker()
+    alice_run = asyncio.create_task(run(alice, f"sleep {seconds}; echo alice-finished"))
+    try:
+        for _ in range(200):
+            if processes_with(seconds):
+                break
+            await asyncio.sleep(0.05)
+        host_pids = " ".join(line.split()[0] for line in pids_of(f"sleep {seconds}"))
+        assert host_pids
+
+        probe = f"ps -eo args | grep -c 'sleep {seconds}'; for p in {host_pids}; do kill -9 $p && echo killed-$p; done"
+        _code, out = await run(bob, probe + "; true")
+
+        assert "killed-" not in out
+        assert out.splitlines()[0] == "1"  # only bob's own grep matched
+        assert processes_with(seconds)  # alice's process lives on
+    finally:
+        alice_run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await alice_run
+
+
+async def test_the_servers_processes_and_files_are_invisible(home: Path, database_url: str) -> None:
+    state_home = Path(os.environ["AGENT_MEMORY_HOME"])
+    _code, out = await run(
+        executor_for(home, "alice"),
+        f"ls /proc | grep -c '^[0-9]'; cat /proc/1/cmdline | tr '\\0' ' '; echo; ls {state_home} /root 2>&1 | head -5",
+    )
+
+    assert int(out.splitlines()[0]) <= 4  # bubblewrap's init, the shell, ls, grep
+    assert "pytest" not in out and "postgres" not in out
+    assert "db-password" not in out and "pgdata" not in out
+
+
+async def test_the_database_socket_is_unreachable(home: Path, database_url: str) -> None:
     host = parse_qs(urlsplit(database_url).query).get("host", [""])[0]
     if not host.startswith("/"):
         pytest.skip("the test database is not on a unix socket")
-    target = _socket_path(host)
-    # The test process (root) can connect, the sandboxed code cannot.
-    probe = socket.socket(socket.AF_UNIX)
-    probe.connect(target)
-    probe.close()
-    executor = LocalProcessGroupExecutor(timeout=30, work_dir=sandbox_work_dir, run_as="sandbox")
+    sockets = [p for p in Path(host).glob(".s.PGSQL.*") if p.is_socket()]  # noqa: ASYNC240
+    assert sockets
     code, out = await run(
-        executor,
-        f"import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect({target!r})\n    print('connected')\n"
-        "except OSError as e:\n    print(type(e).__name__)",
+        executor_for(home, "alice"),
+        f"import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect({str(sockets[0])!r})\n"
+        "    print('connected')\nexcept OSError as e:\n    print(type(e).__name__)",
         "python",
     )
-    assert code == 0 and out.strip() in {"PermissionError", "FileNotFoundError"}
+    assert (code, out.strip()) == (0, "FileNotFoundError")
 
 
-async def test_sandboxed_code_cannot_read_the_database_password(sandbox_work_dir: Path) -> None:
-    home = Path(os.environ["AGENT_MEMORY_HOME"])
-    password_file = home / "db-password"
-    if not password_file.exists():
-        pytest.skip("the test database is not the embedded server")
-    executor = LocalProcessGroupExecutor(timeout=30, work_dir=sandbox_work_dir, run_as="sandbox")
-    code, out = await run(executor, f"cat {password_file}")
-    assert code != 0 and "Permission denied" in out
+# ---------------------------------------------------------------- paths the privileged side touches
 
 
-async def test_current_mode_keeps_this_process_user(tmp_path: Path) -> None:
-    executor = LocalProcessGroupExecutor(timeout=30, work_dir=tmp_path, run_as="current")
-    assert await run(executor, "id -u") == (0, "0\n")
+ROOT_ONLY = "root-only-target"
+
+
+@pytest.fixture
+def victim(tmp_path: Path) -> Path:
+    """A file only root may change, outside every work directory."""
+    target = tmp_path / ROOT_ONLY
+    target.write_text("original\n")
+    target.chmod(0o600)
+    return target
+
+
+async def test_symlinks_planted_at_every_name_the_executor_used_are_not_followed(home: Path, victim: Path) -> None:
+    alice = executor_for(home, "alice")
+    names = [".sandbox-probe.py", "tmp_code_x.py", "block.py", "block.bash", "a.py"]
+    code = "; ".join(f"ln -sf {victim} {name}" for name in names)
+    assert (await run(alice, code))[0] == 0
+    for code_block, language in [
+        ("print('again')", "python"),
+        ("echo again", "bash"),
+        ("# filename: a.py\nprint(1)", "python"),
+    ]:
+        await run(alice, code_block, language)
+    # The thread is resumed later: a new executor on the same directory.
+    assert await run(executor_for(home, "alice"), "echo resumed") == (0, "resumed\n")
+
+    info = victim.stat()  # noqa: ASYNC240
+    assert victim.read_text() == "original\n"  # noqa: ASYNC240
+    assert info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) == 0o600
+
+
+async def test_a_work_directory_replaced_by_a_symlink_is_refused_not_followed(home: Path, victim: Path) -> None:
+    thread_dir = home / "work" / "alice" / "t1"
+    thread_dir.parent.mkdir(parents=True)
+    thread_dir.symlink_to(victim.parent)
+    alice = LocalProcessGroupExecutor(timeout=20, owner="alice", home=home)
+    alice._work_dir = thread_dir  # as an older install would have it on disk
+
+    code, out = await run(alice, "echo pwned > pwned.txt")
+
+    assert code == SANDBOX_UNAVAILABLE_EXIT_CODE and "not a plain directory" in out
+    assert not (victim.parent / "pwned.txt").exists()
+    assert victim.parent.stat().st_uid == os.geteuid()
+
+
+# ---------------------------------------------------------------- nothing outlives the run
+
+
+async def test_background_processes_end_with_the_run(home: Path) -> None:
+    seconds = marker()
+    code = (
+        f"(setsid sleep {seconds} &)\nnohup sleep {seconds} >/dev/null 2>&1 &\n"
+        f"bash -c '(sleep {seconds} &) &'\nsleep 0.2\necho left-behind"
+    )
+    result = await run(executor_for(home, "alice"), code)
+
+    assert result == (0, "left-behind\n")
+    assert processes_with(f"sleep {seconds}") == []
+
+
+async def test_a_timeout_ends_every_process_of_the_run(home: Path) -> None:
+    seconds = marker()
+    executor = LocalProcessGroupExecutor(
+        timeout=2, work_dir=home / "work" / "alice" / "t1", owner="alice", home=home, sandbox=SandboxPolicy()
+    )
+    code, out = await run(executor, f"(setsid sleep {seconds} &); sleep {seconds}")
+
+    assert code == 124 and "Timeout" in out
+    assert processes_with(f"sleep {seconds}") == []
+
+
+# ---------------------------------------------------------------- network
+
+
+@pytest.fixture
+def listening_port() -> int:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    yield server.getsockname()[1]
+    server.close()
+
+
+PROBE = "import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=3)\n    print('reached')\n" \
+        "except OSError as e:\n    print('blocked', type(e).__name__)"  # fmt: skip
+
+
+async def test_loopback_services_are_unreachable_by_default(home: Path, listening_port: int) -> None:
+    _code, out = await run(executor_for(home, "alice"), PROBE.format(port=listening_port), "python")
+    assert out.startswith("blocked")
+
+
+async def test_network_host_opts_in(home: Path, listening_port: int) -> None:
+    _code, out = await run(executor_for(home, "alice", network="host"), PROBE.format(port=listening_port), "python")
+    assert out.strip() == "reached"
+
+
+# ---------------------------------------------------------------- limits
+
+
+async def test_a_fork_bomb_ends_and_leaves_the_server_working(home: Path) -> None:
+    bomb = executor_for(home, "mallory", max_processes=30)
+    bomb._timeout = 5
+    _code, out = await run(bomb, "bomb() { bomb | bomb & }; bomb; sleep 2; echo survived-the-bomb")
+    assert "fork" in out.lower() or "resource temporarily unavailable" in out.lower()
+    # Another user's code and the server itself still run.
+    assert await run(executor_for(home, "alice"), "echo fine") == (0, "fine\n")
+    assert os.system("true") == 0  # noqa: ASYNC221
+
+
+async def test_a_memory_bomb_is_stopped_by_the_memory_limit(home: Path) -> None:
+    code, out = await run(executor_for(home, "mallory", memory_mb=200), "b = bytearray(1024 * 1024 * 1024)", "python")
+    assert code != 0 and "MemoryError" in out
+
+
+async def test_a_disk_filler_is_stopped_by_the_file_size_limit(home: Path) -> None:
+    code, _out = await run(executor_for(home, "mallory", max_file_mb=5), "head -c 50M /dev/zero > big.bin")
+    assert code != 0
+    assert (home / "work" / "mallory" / "t1" / "big.bin").stat().st_size <= 5 * 1024 * 1024
+
+
+async def test_the_private_tmp_is_size_limited(home: Path) -> None:
+    code, out = await run(executor_for(home, "mallory", tmp_mb=8), "head -c 50M /dev/zero > /tmp/fill")
+    assert code != 0 and "No space left" in out
+
+
+# ---------------------------------------------------------------- fails closed
+
+
+async def test_without_bubblewrap_nothing_runs_and_the_error_says_what_to_install(home: Path) -> None:
+    executor = executor_for(home, "alice", bwrap="/nonexistent/bwrap")
+
+    code, out = await run(executor, "touch ran.txt")
+
+    assert code == SANDBOX_UNAVAILABLE_EXIT_CODE
+    assert "apt-get install bubblewrap" in out
+    assert not (home / "work" / "alice" / "t1" / "ran.txt").exists()
+
+
+async def test_isolation_none_is_explicit_and_reported() -> None:
+    report = isolation_report(SandboxPolicy(isolation="none"))
+    assert not report.available and report.mode == "none"
+    missing = isolation_report(SandboxPolicy(bwrap="/nonexistent/bwrap"))
+    assert not missing.available and "apt-get install bubblewrap" in missing.detail
+
+
+# ---------------------------------------------------------------- skills run in the same sandbox
+
+WHOAMI = '''\
+def whoami() -> dict:
+    """Report the identity and the visible root of the sandbox."""
+    import os
+    return {"uid": os.getuid(), "root": sorted(os.listdir("/"))}
+'''
+
+
+async def test_skills_run_in_the_users_sandbox(database_url: str, home: Path, user_id: str) -> None:
+    async with await open_store(database_url) as store:
+        builder = SkillsAgentBuilder(
+            store, user_id, home=home, procedural_memory=ProceduralMemorySettings(enabled=True)
+        )
+        skills = skills_of(builder, "coder", "t1")
+        assert skills is not None
+        await skills.register_skill("whoami", "Report the sandbox identity", WHOAMI)
+
+        result = await skills.use_skill("whoami", {})
+
+    assert result.success, result.output
+    seen = json.loads(result.output)
+    assert "home" not in seen["root"] and "var" not in seen["root"]
+    if os.geteuid() == 0:
+        assert seen["uid"] == sandbox_uid(home, user_id)
