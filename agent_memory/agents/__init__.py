@@ -14,6 +14,7 @@ from ._model_config import ModelConfigError, ModelSettings, load_memory_model_cl
 from ._sandbox import IsolationReport, SandboxPolicy, SandboxUnavailable, isolation_report, sandbox_uid
 from ._skills_hook import HINT_HEADER, SkillHints, SkillsAgentBuilder, fix_description, learn_from_run
 from ._spec import DEFAULT_TEAM_SPEC, CodeAgentSpec, ContextSpec, ExecutorSpec, TeamSpec
+from ._workspace import RemovedFiles, forget_user_files, safe_path_part, user_work_root
 
 __all__ = [
     "CODE_AGENT_SYSTEM_MESSAGE",
@@ -33,16 +34,20 @@ __all__ = [
     "MemoryStoredEvent",
     "ModelConfigError",
     "ModelSettings",
+    "RemovedFiles",
     "SandboxPolicy",
     "SandboxUnavailable",
     "SkillHints",
     "SkillsAgentBuilder",
     "TeamSpec",
     "fix_description",
+    "forget_user_files",
     "has_code_block",
     "isolation_report",
     "learn_from_run",
     "load_memory_model_client",
     "load_model_client",
+    "safe_path_part",
     "sandbox_uid",
+    "user_work_root",
 ]

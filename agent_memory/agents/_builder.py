@@ -39,7 +39,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -71,6 +70,7 @@ from ._events import MemoryContextEvent, MemoryStoredEvent
 from ._executor import ExecutorAgent, LocalProcessGroupExecutor
 from ._model_config import load_memory_model_client, load_model_client
 from ._spec import DEFAULT_TEAM_SPEC, TeamSpec
+from ._workspace import safe_path_part, user_work_root
 
 _CODE_BLOCK_RE = re.compile(r"```[ \t]*(python|py|bash|sh|shell)[ \t]*\n", re.IGNORECASE)
 REQUEST_OVERHEAD_TOKENS = 64  # per-message framing and the reply priming the API adds around the context
@@ -112,12 +112,6 @@ def register_builder_hook(hook: BuilderHook) -> None:
 def has_code_block(text: str) -> bool:
     """True when ``text`` holds a fenced block the executor can run."""
     return _CODE_BLOCK_RE.search(text) is not None
-
-
-def safe_path_part(value: str) -> str:
-    """A directory name for a user or thread id: readable prefix + short hash (distinct ids stay distinct)."""
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", value).strip("._")[:40] or "x"
-    return f"{slug}-{hashlib.sha256(value.encode()).hexdigest()[:10]}"
 
 
 class AgentSession:
@@ -313,7 +307,7 @@ class AgentBuilder:
 
     def work_dir(self, thread_id: str) -> Path:
         """Per-user, per-thread directory where code runs: ``$AGENT_MEMORY_HOME/work/<user>/<thread>``."""
-        return self.home / "work" / safe_path_part(self.user_id) / safe_path_part(thread_id)
+        return user_work_root(self.home, self.user_id) / safe_path_part(thread_id)
 
     def build_code_executor(self, thread_id: str) -> CodeExecutor:
         """Local process-group executor in :meth:`work_dir`; Docker when the spec (or

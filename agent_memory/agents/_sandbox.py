@@ -50,6 +50,7 @@ CODE_DIR = "/run/agent-memory"
 # Per-user uids live far from system and login ranges, and from container sub-uid ranges.
 UID_BASE = 1_500_000_000
 UID_SPAN = 500_000_000
+UID_REGISTRY = "sandbox-uids.json"
 _INSTALL_HINT = (
     "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; Fedora: `dnf install bubblewrap`) and make "
     "sure user namespaces are enabled (`sysctl kernel.unprivileged_userns_clone=1` where that setting exists), "
@@ -159,7 +160,7 @@ def sandbox_uid(home: Path, owner: str) -> int:
     ``home/sandbox-uids.json`` (mode 600, under a lock), so it stays the same across restarts.
     """
     home.mkdir(parents=True, exist_ok=True)
-    registry = home / "sandbox-uids.json"
+    registry = home / UID_REGISTRY
     fd = os.open(registry, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "r+", encoding="utf-8") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)

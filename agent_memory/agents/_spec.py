@@ -77,9 +77,10 @@ class ExecutorSpec(BaseModel):
 
     def sandbox_policy(self) -> SandboxPolicy:
         """The sandbox these settings describe (``AGENT_MEMORY_EXECUTOR_ISOLATION`` overrides ``isolation``)."""
-        isolation = os.environ.get("AGENT_MEMORY_EXECUTOR_ISOLATION", self.isolation)
-        if isolation not in ("bubblewrap", "none"):
-            raise ValueError(f"AGENT_MEMORY_EXECUTOR_ISOLATION={isolation!r}: use bubblewrap or none")
+        raw = os.environ.get("AGENT_MEMORY_EXECUTOR_ISOLATION", self.isolation)
+        if raw not in ("bubblewrap", "none"):
+            raise ValueError(f"AGENT_MEMORY_EXECUTOR_ISOLATION={raw!r}: use bubblewrap or none")
+        isolation: Literal["bubblewrap", "none"] = "none" if raw == "none" else "bubblewrap"
         fields = self.model_dump(include={"network", "cpu_seconds", "memory_mb", "max_processes", "max_file_mb"})
         return SandboxPolicy(isolation=isolation, tmp_mb=self.tmp_mb, env=list(self.env), **fields)
 

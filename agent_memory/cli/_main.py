@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
+from ..config import get_settings
 from ..errors import DatabaseUnavailable, MemoryNotFound
 from ..models import MemoryItem
 from ..store import MemoryStore
@@ -268,20 +269,32 @@ async def cmd_forget_user(args: argparse.Namespace, cli: Cli) -> int:
     user = cli.user()
     if not args.yes:
         raise UsageError(f"this deletes every memory and thread of {user!r}; re-run with --yes to confirm")
+    from ..agents import forget_user_files  # the agents (AutoGen) load only for this command
+
     store = await cli.store()
-    if not await store.user_exists(user):
-        cli.error(f"no user {user!r} in this database: nothing to forget")
+    exists = await store.user_exists(user)
+    count = await store.forget_user(user) if exists else 0
+    files = await asyncio.to_thread(forget_user_files, get_settings().resolved_home(), user)
+    if not exists and not files.directories:
+        cli.error(f"no user {user!r} in this database and no files of theirs: nothing to forget")
         return EXIT_NOT_FOUND
-    count = await store.forget_user(user)
-    cli.emit(
-        {"user": user, "deleted_memories": count},
-        f"forgot {user}: {count} memor{'y' if count == 1 else 'ies'} deleted, with their threads, skills and login",
-    )
+    lines = [
+        f"forgot {user}:",
+        f"  {count} memor{'y' if count == 1 else 'ies'} deleted, with their threads, skills and login",
+    ]
+    lines += [f"  removed {d} ({files.files} files, {files.bytes} bytes)" for d in files.directories]
+    if files.released_uid is not None:
+        lines.append(f"  released sandbox uid {files.released_uid}")
+    cli.emit({"user": user, "deleted_memories": count, "removed_files": files.model_dump()}, "\n".join(lines))
     return EXIT_OK
 
 
 async def cmd_db_status(args: argparse.Namespace, cli: Cli) -> int:
+    from ..agents import isolation_report  # the agents (AutoGen) load only for this command
+
     status = await (await cli.store()).db.status()
+    isolation = await asyncio.to_thread(isolation_report)
+    status["isolation"] = {"available": isolation.available, "mode": isolation.mode, "detail": isolation.detail}
     if status["pgvector"]:
         vector = "pgvector enabled"
     elif status["pgvector_available"]:
@@ -296,6 +309,8 @@ async def cmd_db_status(args: argparse.Namespace, cli: Cli) -> int:
             f"vector search:  {vector}",
             f"users:          {status['users']}",
             f"memories:       {status['memories']} ({status['stored_tokens']} tokens stored)",
+            "code isolation: "
+            + (f"bubblewrap, {isolation.mode}" if isolation.available else f"NOT AVAILABLE: {isolation.detail}"),
         ]
     )
     cli.emit(status, text)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from agent_memory.agents import user_work_root
 
 pytestmark = pytest.mark.usefixtures("database_url")
 
@@ -104,7 +107,27 @@ def test_forget_user_needs_confirmation(user_id: str) -> None:
     refused = run("forget-user", "--user", user_id)
     assert refused.returncode == 2 and b"--yes" in refused.stderr
     done = json.loads(run("forget-user", "--user", user_id, "--yes", "--json").stdout)
-    assert done == {"user": user_id, "deleted_memories": 1}
+    assert done["user"] == user_id and done["deleted_memories"] == 1
+
+
+def test_forget_user_removes_their_files_and_prints_a_receipt(user_id: str, tmp_path: Path) -> None:
+    run("store", "--user", user_id, stdin=b"x")
+    home = Path(os.environ["AGENT_MEMORY_HOME"])
+    thread_dir = user_work_root(home, user_id) / "thread-1"
+    thread_dir.mkdir(parents=True)
+    (thread_dir / "result.csv").write_text("a,b\n")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me")
+    (thread_dir / "link").symlink_to(outside)  # planted by the user's code: removed, never followed
+
+    done = json.loads(run("forget-user", "--user", user_id, "--yes", "--json").stdout)
+
+    assert not user_work_root(home, user_id).exists()
+    assert outside.read_text() == "keep me"
+    assert done["removed_files"]["directories"] == [str(user_work_root(home, user_id))]
+    assert done["removed_files"]["files"] == 2
+    text = run("forget-user", "--user", user_id, "--yes")
+    assert text.returncode == 1  # nothing is left to forget
 
 
 def test_forgetting_an_unknown_user_exits_1(user_id: str) -> None:
@@ -144,3 +167,14 @@ def test_unreachable_database_exits_3_and_says_what_to_do(user_id: str) -> None:
     result = run("list", "--user", user_id, env={"AGENT_MEMORY_DATABASE_URL": "postgresql://x:pw@127.0.0.1:1/db"})
     assert result.returncode == 3
     assert b"AGENT_MEMORY_DATABASE_URL" in result.stderr and b":pw@" not in result.stderr
+
+
+def test_db_status_says_whether_executed_code_can_be_isolated(tmp_path: Path) -> None:
+    status = json.loads(run("db", "status", "--json").stdout)
+    assert status["isolation"]["available"] is (shutil.which("bwrap") is not None)
+
+    without_bwrap = run("db", "status", env={"PATH": str(tmp_path)})
+
+    assert without_bwrap.returncode == 0
+    assert b"code isolation: NOT AVAILABLE" in without_bwrap.stdout
+    assert b"apt-get install bubblewrap" in without_bwrap.stdout

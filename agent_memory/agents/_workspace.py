@@ -1,0 +1,87 @@
+"""Where a user's code runs on disk, and removing it when the user is forgotten.
+
+Layout: ``$AGENT_MEMORY_HOME/work/<user>/<thread>``; ``<user>`` and ``<thread>`` are :func:`safe_path_part` names.
+Skills run in the thread's directory too, so a user's whole footprint on disk is ``work/<user>``.
+
+Example:
+    >>> from pathlib import Path
+    >>> user_work_root(Path("/srv/am"), "alice").parent
+    PosixPath('/srv/am/work')
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from ._sandbox import UID_REGISTRY
+
+
+def safe_path_part(value: str) -> str:
+    """A directory name for a user or thread id: readable prefix + short hash (distinct ids stay distinct)."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", value).strip("._")[:40] or "x"
+    return f"{slug}-{hashlib.sha256(value.encode()).hexdigest()[:10]}"
+
+
+def user_work_root(home: Path, user_id: str) -> Path:
+    """The directory holding every thread work directory of ``user_id``."""
+    return home / "work" / safe_path_part(user_id)
+
+
+class RemovedFiles(BaseModel):
+    """What :func:`forget_user_files` removed (the CLI prints it as a receipt)."""
+
+    directories: list[str] = []
+    files: int = 0
+    bytes: int = 0
+    released_uid: int | None = None
+
+
+def forget_user_files(home: Path, user_id: str) -> RemovedFiles:
+    """Remove the user's work and skill directories and release their sandbox uid.
+
+    ``shutil.rmtree`` works through directory descriptors here (it resists symlink attacks), so links the
+    user's code planted are removed, never followed.
+    """
+    receipt = RemovedFiles()
+    root = user_work_root(home, user_id)
+    if root.is_symlink():
+        root.unlink()
+        receipt.directories.append(str(root))
+    elif root.is_dir():
+        for dirpath, _dirs, files in os.walk(root):
+            for name in files:
+                try:
+                    receipt.bytes += os.lstat(os.path.join(dirpath, name)).st_size
+                except OSError:
+                    continue
+                receipt.files += 1
+        shutil.rmtree(root)
+        receipt.directories.append(str(root))
+    receipt.released_uid = _release_uid(home, user_id)
+    return receipt
+
+
+def _release_uid(home: Path, owner: str) -> int | None:
+    registry = home / UID_REGISTRY
+    try:
+        fd = os.open(registry, os.O_RDWR | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "r+", encoding="utf-8") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        text = handle.read()
+        known: dict[str, int] = json.loads(text) if text.strip() else {}
+        uid = known.pop(owner, None)
+        if uid is not None:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(json.dumps(known, indent=0, sort_keys=True))
+    return uid
