@@ -63,6 +63,7 @@ from ..placeholders import format_memory_ref
 from ..store import MemoryStore
 from ._events import MemoryStoredEvent
 from ._sandbox import (
+    INSTALL_HINT,
     SandboxedCommand,
     SandboxPolicy,
     SandboxUnavailable,
@@ -295,6 +296,12 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
                 code_rc, block_timed_out, data, block_total = await self._run_one(
                     command, self._max_output_bytes - kept, cancellation_token
                 )
+                if code_rc == 1 and data.startswith(b"bwrap: ") and self._sandbox.isolation != "none":
+                    # bubblewrap itself failed (no namespaces in this container, say): the code never ran.
+                    code_rc = SANDBOX_UNAVAILABLE_EXIT_CODE
+                    data = f"Not run: the sandbox could not be set up: {data.decode(errors='replace').strip()}; " \
+                        f"{INSTALL_HINT}\n".encode()  # fmt: skip
+                    log.error("code not run: %s", data.decode().strip())
                 chunks.append(data)
                 kept += len(data)
                 total += block_total

@@ -51,7 +51,7 @@ CODE_DIR = "/run/agent-memory"
 UID_BASE = 1_500_000_000
 UID_SPAN = 500_000_000
 UID_REGISTRY = "sandbox-uids.json"
-_INSTALL_HINT = (
+INSTALL_HINT = (
     "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; Fedora: `dnf install bubblewrap`) and make "
     "sure user namespaces are enabled (`sysctl kernel.unprivileged_userns_clone=1` where that setting exists), "
     "or set executor isolation to `none` for a single trusted user (AGENT_MEMORY_EXECUTOR_ISOLATION=none)"
@@ -117,7 +117,7 @@ def find_bwrap(policy: SandboxPolicy) -> str:
     """The bubblewrap executable, or :class:`SandboxUnavailable`."""
     found = shutil.which(policy.bwrap)
     if found is None:
-        raise SandboxUnavailable(f"bubblewrap ({policy.bwrap!r}) was not found, so code was not run: {_INSTALL_HINT}")
+        raise SandboxUnavailable(f"bubblewrap ({policy.bwrap!r}) was not found, so code was not run: {INSTALL_HINT}")
     return found
 
 
@@ -135,10 +135,10 @@ def isolation_report(policy: SandboxPolicy | None = None) -> IsolationReport:
     try:
         result = subprocess.run(argv, capture_output=True, timeout=30, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
-        return IsolationReport(False, "unavailable", f"bubblewrap failed to start: {exc}; {_INSTALL_HINT}", bwrap)
+        return IsolationReport(False, "unavailable", f"bubblewrap failed to start: {exc}; {INSTALL_HINT}", bwrap)
     if result.returncode != 0:
         why = result.stderr.decode(errors="replace").strip()[-300:]
-        return IsolationReport(False, "unavailable", f"bubblewrap cannot create namespaces: {why}; {_INSTALL_HINT}")
+        return IsolationReport(False, "unavailable", f"bubblewrap cannot create namespaces: {why}; {INSTALL_HINT}")
     return IsolationReport(True, mode, f"bubblewrap {bwrap}: namespaces work", bwrap)
 
 

@@ -317,3 +317,24 @@ async def test_skills_run_in_the_users_sandbox(database_url: str, home: Path, us
     assert "home" not in seen["root"] and "var" not in seen["root"]
     if os.geteuid() == 0:
         assert seen["uid"] == sandbox_uid(home, user_id)
+
+
+async def test_a_sandbox_that_fails_to_start_is_reported_as_not_run(home: Path, tmp_path: Path) -> None:
+    # As in a container without namespaces: bubblewrap exists but cannot set up the sandbox.
+    broken = tmp_path / "bwrap"
+    broken.write_text("#!/bin/sh\necho 'bwrap: No permissions to creating new namespace' >&2\nexit 1\n")
+    broken.chmod(0o755)
+
+    code, out = await run(executor_for(home, "alice", bwrap=str(broken)), "touch ran.txt")
+
+    assert code == SANDBOX_UNAVAILABLE_EXIT_CODE
+    assert "could not be set up" in out and "No permissions" in out and "bubblewrap" in out
+
+
+def test_saved_configs_with_the_old_options_still_load(home: Path) -> None:
+    config = {"timeout": 5, "work_dir": str(home / "w"), "run_as": "auto", "scrub_env": True}
+    executor = LocalProcessGroupExecutor.load_component(
+        {"provider": "agent_memory.agents.LocalProcessGroupExecutor", "config": config}
+    )
+    assert executor.sandbox.isolation == "bubblewrap"
+    assert LocalProcessGroupExecutor.load_component(executor.dump_component()).sandbox == executor.sandbox
