@@ -32,7 +32,6 @@ import contextlib
 import logging
 import os
 import signal
-import sys
 import time
 import warnings
 from collections.abc import AsyncGenerator, Sequence
@@ -51,7 +50,6 @@ from autogen_ext.code_executors._common import (
     PYTHON_VARIANTS,
     CommandLineCodeResult,
     get_file_name_from_content,
-    lang_to_cmd,
     silence_pip,
 )
 from autogen_ext.code_executors.local import LocalCommandLineCodeExecutor
@@ -67,6 +65,7 @@ from ._sandbox import (
     SandboxedCommand,
     SandboxPolicy,
     SandboxUnavailable,
+    block_program,
     limit_args,
     prepare_work_dir,
     sandbox_environment,
@@ -208,33 +207,18 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
             self._uid = await asyncio.to_thread(sandbox_uid, home, owner)
         return self._uid
 
-    def _program(self, lang: str, filename: str | None) -> list[str]:
-        """How to run a block whose code is at ``{code}``; a ``# filename:`` block is saved there first."""
-        if lang == "python":
-            run = [sys.executable, "{code}"]
-        else:
-            program = lang_to_cmd(lang)
-            run = [program, "-NoProfile", "-ExecutionPolicy", "Bypass", "-File", "{code}"] if (
-                program == "pwsh"
-            ) else [program, "{code}"]  # fmt: skip
-        if filename is None:
-            return run
-        # Written by the sandboxed code's own user, inside the sandbox: never by this process.
-        return ["/bin/sh", "-c", 'cat "$1" > "$2" && shift 2 && exec "$@"', "sh", "{code}", filename, *run[:-1],
-                filename]  # fmt: skip
-
     async def _command(self, lang: str, code: str, filename: str | None) -> SandboxedCommand:
         work_dir = Path(self.work_dir)
         uid = await self.sandbox_uid()
         ext = "py" if lang == "python" else ("ps1" if lang in ("pwsh", "powershell", "ps1") else lang)
         env = sandbox_environment(self._sandbox, str(work_dir), self._extra_env)
-        program = self._program(lang, filename)
+        program = block_program(lang, filename)
         if self._sandbox.isolation == "none":
             # Explicitly unisolated (single trusted user): the file lives in the work dir, as in AutoGen.
             await asyncio.to_thread(work_dir.mkdir, parents=True, exist_ok=True)
             path = work_dir / (filename or f"tmp_code_{sha256(code.encode()).hexdigest()}.{ext}")
             await asyncio.to_thread(path.write_text, code, encoding="utf-8")
-            argv = [part.replace("{code}", str(path)) for part in self._program(lang, None)]
+            argv = [part.replace("{code}", str(path)) for part in block_program(lang, None)]
             headroom = await asyncio.to_thread(tasks_of_uid, os.getuid())
             prlimit = ["prlimit", *limit_args(self._sandbox, headroom), "--"]
             return SandboxedCommand([*prlimit, *argv], cleanup=[path] if filename is None else [])

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from autogen_ext.code_executors._common import lang_to_cmd
 from pydantic import BaseModel, ConfigDict, Field
 
 # Names passed from the server's environment to code, whatever the policy says (values never secret).
@@ -292,6 +293,22 @@ def tasks_of_uid(uid: int) -> int:
         except OSError:
             continue
     return count
+
+
+def block_program(lang: str, filename: str | None) -> list[str]:
+    """How to run a block whose code is at ``{code}``; a ``# filename:`` block is saved under that name first."""
+    if lang == "python":
+        run = [sys.executable, "{code}"]
+    else:
+        program = lang_to_cmd(lang)
+        run = [program, "-NoProfile", "-ExecutionPolicy", "Bypass", "-File", "{code}"] if (
+            program == "pwsh"
+        ) else [program, "{code}"]  # fmt: skip
+    if filename is None:
+        return run
+    # Written by the sandboxed code's own user, inside the sandbox: never by this process.
+    return ["/bin/sh", "-c", 'cat "$1" > "$2" && shift 2 && exec "$@"', "sh", "{code}", filename, *run[:-1],
+            filename]  # fmt: skip
 
 
 def sandboxed_command(

@@ -96,8 +96,8 @@ async def test_a_user_cannot_see_or_signal_another_users_running_process(home: P
     seconds = marker()
     alice_run = asyncio.create_task(run(alice, f"sleep {seconds}; echo alice-finished"))
     try:
-        for _ in range(200):
-            if processes_with(seconds):
+        for _ in range(1200):  # polled: another process starting is not an event we can await
+            if processes_with(f"sleep {seconds}"):
                 break
             await asyncio.sleep(0.05)
         host_pids = " ".join(line.split()[0] for line in pids_of(f"sleep {seconds}"))
