@@ -21,14 +21,32 @@ from chainlit.config import config as chainlit_config
 from chainlit.data.chainlit_data_layer import ChainlitDataLayer
 from chainlit.server import app as server_app
 from chainlit.types import CommandDict, ThreadDict
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from agent_memory.auth import UserAccounts, auth_secret
 from agent_memory.config import header_auth_enabled
-from chainlit_app import header_login, inspector
+from chainlit_app import header_login, inspector, login_throttle, sessions
 from chainlit_app.chat import ChatSession, memory_overview, search_overview
 from chainlit_app.runtime import AgentMemoryDataLayer, close_store, database_url, drop_chainlit_ci_key, get_store
 
 inspector.mount(server_app)
+
+
+async def _session_version(identifier: str) -> int | None:
+    return await UserAccounts((await get_store()).db).session_version(identifier)
+
+
+async def _end_sessions(identifier: str) -> int | None:
+    return await UserAccounts((await get_store()).db).end_sessions(identifier)
+
+
+# Sessions end on logout, password change and user deletion; they last AGENT_MEMORY_UI_SESSION_HOURS.
+chainlit_config.project.user_session_timeout = sessions.session_lifetime_seconds(os.environ)
+server_app.add_middleware(sessions.SessionGuard, versions=_session_version, end_sessions=_end_sessions)
+login_throttle.mount(server_app, login_throttle.LoginThrottle.from_env())
+if _allowed_hosts := [h.strip() for h in os.environ.get("AGENT_MEMORY_UI_ALLOWED_HOSTS", "").split(",") if h.strip()]:
+    # Requests naming another Host (DNS rebinding, a misrouted proxy) are refused with 400.
+    server_app.add_middleware(TrustedHostMiddleware, allowed_hosts=_allowed_hosts)
 
 drop_chainlit_ci_key(os.environ, ci_mode=chainlit_config.run.ci)  # `chainlit run --ci`: its key is fake
 
@@ -77,19 +95,29 @@ async def _shutdown() -> None:
 
 @cl.password_auth_callback
 async def _password_login(username: str, password: str) -> cl.User | None:
-    store = await get_store()
-    if await UserAccounts(store.db).verify(username.strip(), password):
-        return cl.User(identifier=username.strip(), metadata={"provider": "password"})
+    accounts = UserAccounts((await get_store()).db)
+    if await accounts.verify(username.strip(), password):
+        version = await accounts.session_version(username.strip())
+        return cl.User(identifier=username.strip(), metadata={"provider": "password", sessions.VERSION_KEY: version})
     return None
 
 
 if header_auth_enabled():
     _TRUSTED_HEADER = header_login.trusted_header()
+    if not header_login.trusted_proxies():
+        logging.getLogger(__name__).warning(
+            "header login is on but AGENT_MEMORY_UI_TRUSTED_PROXIES is empty: every header login is refused"
+        )
     header_login.mount(server_app)
 
     @cl.header_auth_callback
     async def _header_login(headers: Any) -> cl.User | None:
-        return header_login.trusted_user(headers, _TRUSTED_HEADER)
+        user = header_login.trusted_user(headers, _TRUSTED_HEADER)
+        if user is not None:
+            # The data layer creates a new user on this login; until then the version is 0.
+            version = await UserAccounts((await get_store()).db).session_version(user.identifier)
+            user.metadata[sessions.VERSION_KEY] = version or 0
+        return user
 
 
 def _identifier() -> str:

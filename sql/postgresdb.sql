@@ -364,3 +364,18 @@ ALTER TABLE skills ADD COLUMN IF NOT EXISTS name_lexemes TEXT[] GENERATED ALWAYS
 CREATE INDEX IF NOT EXISTS skills_name_lexemes_idx ON skills USING GIN (name_lexemes);
 
 UPDATE agent_memory_schema SET version = 6, applied_at = now() WHERE version < 6;
+
+-- ---------------------------------------------------------------------------------------------------
+-- Section 7 (version 7): revocable UI sessions (issue: shared servers hold up)
+-- ---------------------------------------------------------------------------------------------------
+
+-- One session version per user. The UI writes it into each session token at login and honours a token only
+-- while the version is unchanged: logout, a password change and removing the login bump it, deleting the
+-- user deletes the row (and the "User" row the token names), so every earlier cookie stops working at once.
+CREATE TABLE IF NOT EXISTS agent_memory_ui_sessions (
+    user_id    TEXT PRIMARY KEY REFERENCES "User"("id") ON DELETE CASCADE,
+    version    BIGINT NOT NULL DEFAULT 0,
+    updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+
+UPDATE agent_memory_schema SET version = 7, applied_at = now() WHERE version < 7;

@@ -154,6 +154,14 @@ class UserAccounts:
         identifier = check_user_id(identifier)
         return await self.logins.remove(identifier)
 
+    async def session_version(self, identifier: str) -> int | None:
+        """The version UI session tokens of ``identifier`` must carry; None when the user does not exist."""
+        return await self.logins.session_version(identifier)
+
+    async def end_sessions(self, identifier: str) -> int | None:
+        """Log ``identifier`` out everywhere (logout does this): tokens issued before are refused from now on."""
+        return await self.logins.end_sessions(identifier)
+
     async def count_logins(self) -> int:
         return await self.logins.count()
 

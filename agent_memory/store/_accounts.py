@@ -23,6 +23,16 @@ ON CONFLICT (user_id) DO NOTHING RETURNING 1
 _HASH_SQL = f"SELECT c.password_hash FROM agent_memory_credentials c WHERE {owned_by('c')}"
 _REMOVE_SQL = f"DELETE FROM agent_memory_credentials c WHERE {owned_by('c')} RETURNING 1"
 _COUNT_SQL = "SELECT count(*) FROM agent_memory_credentials"
+# None when the user does not exist (deleted): no session of theirs is valid then.
+_SESSION_VERSION_SQL = """
+SELECT coalesce(s.version, 0) FROM "User" u LEFT JOIN agent_memory_ui_sessions s ON s.user_id = u.id
+WHERE u.identifier = $1
+"""
+_BUMP_SESSION_SQL = """
+INSERT INTO agent_memory_ui_sessions (user_id, version) SELECT u.id, 1 FROM "User" u WHERE u.identifier = $1
+ON CONFLICT (user_id) DO UPDATE SET version = agent_memory_ui_sessions.version + 1, updated_at = now()
+RETURNING version
+"""
 _USERS_SQL = """
 SELECT u.identifier, u."createdAt" AS created_at,
        EXISTS (SELECT 1 FROM agent_memory_credentials c WHERE c.user_id = u.id) AS has_login,
@@ -45,6 +55,7 @@ class LoginStore:
             owner = await ensure_user_pk(conn, identifier)
             if replace:
                 await conn.execute(_REPLACE_SQL, owner, password_hash)
+                await conn.fetchval(_BUMP_SESSION_SQL, identifier)  # a new password ends the old sessions
                 return True
             return await conn.fetchval(_INSERT_SQL, owner, password_hash) is not None
 
@@ -54,8 +65,20 @@ class LoginStore:
         return None if found is None else str(found)
 
     async def remove(self, identifier: str) -> bool:
-        """Delete the login of ``identifier``; False when there was none."""
-        return await self.db.pool.fetchval(_REMOVE_SQL, identifier) is not None
+        """Delete the login of ``identifier`` and end their sessions; False when there was no login."""
+        async with self.db.pool.acquire() as conn, conn.transaction():
+            await conn.fetchval(_BUMP_SESSION_SQL, identifier)
+            return await conn.fetchval(_REMOVE_SQL, identifier) is not None
+
+    async def session_version(self, identifier: str) -> int | None:
+        """The UI session version of ``identifier``; None when the user does not exist."""
+        found = await self.db.pool.fetchval(_SESSION_VERSION_SQL, identifier)
+        return None if found is None else int(found)
+
+    async def end_sessions(self, identifier: str) -> int | None:
+        """Bump the session version: every session token issued before is refused. None: no such user."""
+        found = await self.db.pool.fetchval(_BUMP_SESSION_SQL, identifier)
+        return None if found is None else int(found)
 
     async def count(self) -> int:
         return int(await self.db.pool.fetchval(_COUNT_SQL) or 0)

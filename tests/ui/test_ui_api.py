@@ -28,6 +28,7 @@ from ui_support import (
 )
 
 from agent_memory import MemoryStore
+from agent_memory.auth import UserAccounts
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session")]
 
@@ -42,9 +43,11 @@ def app(ui_database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         tmp_path_factory.mktemp("ui-home"),
         AGENT_MEMORY_UI_HEADER_AUTH="1",
         AGENT_MEMORY_UI_TRUSTED_HEADER=PROXY_HEADER,
+        AGENT_MEMORY_UI_TRUSTED_PROXIES="127.0.0.1",  # the test's "proxy"; other loopback addresses are not it
+        AGENT_MEMORY_UI_SESSION_HOURS="2",
     )
-    add_user("carol", "carol-secret-password", env)
-    add_user("erin", "erin-secret-password", env)
+    for name in ("carol", "erin", "gina", "henry", "ivan"):
+        add_user(name, f"{name}-secret-password", env)
     with running_ui(env, ARTIFACTS / "app-no-model.log") as base:
         yield base
 
@@ -224,3 +227,81 @@ async def test_deleting_a_thread_drops_its_saved_context_but_keeps_memories(app:
     owners = await pool.fetch("SELECT user_id FROM agent_memory_contexts WHERE thread_id = $1", "thread-del-1")
     assert [r["user_id"] for r in owners] == [erin]
     assert await ui_store.retrieve(key, user_id="carol") == "kept after the thread is gone\n"
+
+
+# ---------------------------------------------------------------------------------------------- sessions
+
+
+def from_address(app: str, address: str) -> httpx.AsyncClient:
+    """A client whose requests come from another loopback address (127.0.0.0/8 is all local on Linux)."""
+    return httpx.AsyncClient(base_url=app, timeout=30, transport=httpx.AsyncHTTPTransport(local_address=address))
+
+
+async def session_cookie(app: str, name: str) -> dict[str, str]:
+    async with logged_in(app, name, f"{name}-secret-password") as client:
+        assert (await client.get("/memory-api/memories")).status_code == 200
+        return dict(client.cookies)
+
+
+async def status_with(app: str, cookies: dict[str, str]) -> int:
+    async with httpx.AsyncClient(base_url=app, timeout=30, cookies=cookies) as client:
+        return (await client.get("/memory-api/memories")).status_code
+
+
+async def test_logout_ends_the_users_sessions_even_for_a_copied_cookie(app: str) -> None:
+    copied = await session_cookie(app, "gina")
+    async with httpx.AsyncClient(base_url=app, timeout=30, cookies=copied) as client:
+        assert (await client.post("/logout")).status_code == 200
+    assert await status_with(app, copied) == 401
+    async with httpx.AsyncClient(base_url=app, timeout=30) as client:  # the raw token as a bearer: refused too
+        bearer = {"Authorization": f"Bearer {copied['access_token']}"}
+        assert (await client.get("/memory-api/memories", headers=bearer)).status_code == 401
+    assert await status_with(app, await session_cookie(app, "gina")) == 200  # a new login works
+
+
+async def test_a_password_change_ends_earlier_sessions(app: str, ui_store: MemoryStore) -> None:
+    before = await session_cookie(app, "ivan")
+    await UserAccounts(ui_store.db).add("ivan", "ivan-secret-password", replace=True)
+    assert await status_with(app, before) == 401
+
+
+async def test_deleting_the_user_ends_their_sessions(app: str, ui_store: MemoryStore) -> None:
+    await UserAccounts(ui_store.db).add("jules", "jules-secret-password")
+    before = await session_cookie(app, "jules")
+    await ui_store.forget_user("jules")
+    assert await status_with(app, before) == 401
+
+
+async def test_sessions_last_the_configured_lifetime(app: str) -> None:
+    token = (await session_cookie(app, "erin"))["access_token"]
+    claims = jwt.decode(token, options={"verify_signature": False})
+    assert claims["exp"] - claims["iat"] == 2 * 3600
+
+
+async def test_failed_logins_lock_the_account_for_a_while_even_with_the_right_password(app: str) -> None:
+    async with httpx.AsyncClient(base_url=app, timeout=30) as client:
+        for _ in range(5):
+            wrong = await client.post("/login", data={"username": "henry", "password": "guess-guess-guess"})
+            assert wrong.status_code == 401
+        right = await client.post("/login", data={"username": "henry", "password": "henry-secret-password"})
+    assert right.status_code == 429
+    assert "try again in" in right.json()["detail"] and int(right.headers["Retry-After"]) > 0
+    assert await status_with(app, await session_cookie(app, "carol")) == 200  # other accounts are unaffected
+
+
+async def test_many_failures_from_one_address_lock_that_address(app: str) -> None:
+    async with from_address(app, "127.0.0.3") as flooder:
+        for i in range(20):
+            await flooder.post("/login", data={"username": f"nobody-{i}", "password": "x" * 12})
+        blocked = await flooder.post("/login", data={"username": "carol", "password": "carol-secret-password"})
+    assert blocked.status_code == 429
+    assert await status_with(app, await session_cookie(app, "carol")) == 200  # from another address: fine
+
+
+async def test_header_login_from_an_untrusted_address_is_refused(app: str) -> None:
+    async with from_address(app, "127.0.0.2") as local_process:
+        response = await local_process.post("/auth/header", json={}, headers={PROXY_HEADER: "carol"})
+        assert response.status_code == 200 and response.json()["success"] is False
+        assert "AGENT_MEMORY_UI_TRUSTED_PROXIES" in response.json()["detail"]
+        assert not response.cookies
+        assert (await local_process.get("/memory-api/memories")).status_code == 401
