@@ -25,7 +25,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from agent_memory.auth import UserAccounts, auth_secret
 from agent_memory.config import header_auth_enabled
-from chainlit_app import header_login, inspector, login_throttle, sessions
+from chainlit_app import header_login, inspector, login_throttle, security_headers, sessions
 from chainlit_app.chat import ChatSession, memory_overview, search_overview
 from chainlit_app.runtime import AgentMemoryDataLayer, close_store, database_url, drop_chainlit_ci_key, get_store
 
@@ -44,6 +44,7 @@ async def _end_sessions(identifier: str) -> int | None:
 chainlit_config.project.user_session_timeout = sessions.session_lifetime_seconds(os.environ)
 server_app.add_middleware(sessions.SessionGuard, versions=_session_version, end_sessions=_end_sessions)
 login_throttle.mount(server_app, login_throttle.LoginThrottle.from_env())
+server_app.add_middleware(security_headers.SecurityHeaders)  # CSP: no remote images, no fetches elsewhere
 if _allowed_hosts := [h.strip() for h in os.environ.get("AGENT_MEMORY_UI_ALLOWED_HOSTS", "").split(",") if h.strip()]:
     # Requests naming another Host (DNS rebinding, a misrouted proxy) are refused with 400.
     server_app.add_middleware(TrustedHostMiddleware, allowed_hosts=_allowed_hosts)

