@@ -4,7 +4,9 @@ After ``AGENT_MEMORY_UI_LOGIN_MAX_FAILURES`` failures (default 5) for one accoun
 one address, within ``AGENT_MEMORY_UI_LOGIN_WINDOW_SECONDS`` (default 900), further attempts are answered
 ``429 {"detail": "too many failed logins: try again in N s"}`` without checking the password (the right
 password too) until the oldest counted failure leaves the window. A successful login clears its account's
-count. The count lives in the UI process (one process serves the UI).
+count. The count lives in the UI process (one process serves the UI). Refusals are answered after a
+second (a tarpit): a client flooding the login then gets one answer per connection per second, so the flood
+costs the server almost nothing and other users do not notice it.
 
 Example:
     >>> t = LoginThrottle(max_failures=2, window_s=60, clock=lambda: 0.0)
@@ -15,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import time
@@ -29,6 +32,7 @@ from fastapi.security import OAuth2PasswordRequestForm
 
 LOGIN_PATH = "/login"
 ADDRESS_FACTOR = 4  # one address may try several accounts (a shared office NAT), but not without bound
+TARPIT_SECONDS = 1.0
 
 
 class LoginThrottle:
@@ -86,6 +90,7 @@ def mount(app: FastAPI, throttle: LoginThrottle) -> None:
         address = request.client.host if request.client else "unknown"
         wait = throttle.retry_after(username, address)
         if wait:
+            await asyncio.sleep(TARPIT_SECONDS)  # a waiting coroutine is cheap; answering a flood at once is not
             return JSONResponse(
                 {"detail": f"too many failed logins: try again in {wait} s"},
                 status_code=429,
