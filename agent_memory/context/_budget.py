@@ -184,3 +184,21 @@ def assemble(
     if budget is None:
         return [m for u in units for m in u.messages]
     return build(units, plan(units, budget, note_tokens=note_tokens))
+
+
+def late_notes_as_user_messages(messages: Sequence[LLMMessage]) -> list[LLMMessage]:
+    """System messages after the first non-system one, turned into user messages from ``memory``.
+
+    Leading system messages stay: the agent's own system message comes right before them, and every client
+    merges one contiguous block. Later ones break models that accept a single system message (AutoGen raises
+    "Multiple and Not continuous system messages are not supported").
+    """
+    started = False
+    out: list[LLMMessage] = []
+    for message in messages:
+        if isinstance(message, SystemMessage) and started:
+            out.append(UserMessage(content=message.content, source="memory"))
+            continue
+        started = started or not isinstance(message, SystemMessage)
+        out.append(message)
+    return out

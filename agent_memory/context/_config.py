@@ -13,7 +13,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TypedDict
+from typing import Literal, TypedDict
 
 from autogen_core import ComponentModel
 from autogen_core.models import LLMMessage
@@ -42,6 +42,7 @@ class MemoryContextConfig(BaseModel):
     expansion_max_tokens: int = Field(default=1500, ge=0)
     user_layer_max_tokens: int = Field(default=300, ge=0)
     recall_on_ambiguity: bool = True
+    notes_after_conversation_start: Literal["user", "system"] = "user"
     autosave: bool = True
     llm_descriptions: bool = True
     llm_judge: bool = False
@@ -72,6 +73,7 @@ class MemoryContextSettings(TypedDict, total=False):
     expansion_max_tokens: int
     user_layer_max_tokens: int
     recall_on_ambiguity: bool
+    notes_after_conversation_start: Literal["user", "system"]
     autosave: bool
     llm_descriptions: bool
     llm_judge: bool

@@ -52,7 +52,7 @@ from ..models import MemoryItem
 from ..placeholders import parse_memory_refs
 from ..store import ContextStates, MemoryStore
 from ..validation import check_identifier, check_user_id
-from ._budget import build, plan
+from ._budget import build, late_notes_as_user_messages, plan
 from ._config import MemoryContextConfig, MemoryContextSettings
 from ._offload import DB_UNAVAILABLE_ERRORS, Offloader, intercept
 from ._recall import Recaller, candidates
@@ -82,6 +82,11 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
             expansion_max_tokens: cap of an expansion (also at most a quarter of ``token_budget``).
             user_layer_max_tokens: budget of the user-layer system message (0 disables it).
             recall_on_ambiguity: search the user's preferences/facts for short vague requests.
+            notes_after_conversation_start: the role of the context's notes (expansions, recalled memories,
+                "earlier conversation omitted") that come after the first user or assistant message. ``user``
+                (default) works with every model: many (Gemini, most local models, any model whose
+                ``model_info`` lacks ``multiple_system_messages``) refuse system messages there. ``system``
+                keeps them system messages, for models that take several.
             autosave: save the state to PostgreSQL after each change (needs ``thread_id``).
             llm_descriptions, llm_judge, llm_timeout_seconds: how ``model_client`` is used (see above).
             retry_interval_seconds: while the database is down, ``get_messages`` retries at most this often.
@@ -248,7 +253,10 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
         if self._view is None:
             units = self._renderer.units(self._state)
             budget = self._config.token_budget
-            self._view = [m for u in units for m in u.messages] if budget is None else build(units, plan(units, budget))
+            view = [m for u in units for m in u.messages] if budget is None else build(units, plan(units, budget))
+            if self._config.notes_after_conversation_start == "user":
+                view = late_notes_as_user_messages(view)
+            self._view = view
         return list(self._view)
 
     async def clear(self) -> None:

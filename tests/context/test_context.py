@@ -408,7 +408,7 @@ async def test_user_reference_to_an_offloaded_file_expands_it(store: MemoryStore
     await ctx.add_message(UserMessage(content="Why did payment_service.py fail?", source="user"))
     messages = await ctx.get_messages()
     expansion = messages[-1]
-    assert isinstance(expansion, SystemMessage) and "Memory expansion" in expansion.content
+    assert is_memory_note(expansion) and "Memory expansion" in expansion.content
     assert "KeyError 'currency'" in expansion.content
     # The expansion is for that turn only.
     await ctx.add_message(UserMessage(content="ok, thanks", source="user"))
@@ -421,7 +421,7 @@ async def test_asking_for_the_log_expands_the_latest_item(store: MemoryStore, us
     await add_tool_turn(ctx, "c1", big_log(300, marker="WARNING: deprecated flag --fast", seed="newest"))
     await ctx.add_message(UserMessage(content="Show me the warnings in the log", source="user"))
     expansion = (await ctx.get_messages())[-1]
-    assert isinstance(expansion, SystemMessage)
+    assert is_memory_note(expansion)
     assert "WARNING: deprecated flag --fast" in expansion.content
     assert ctx.memory_keys[1] in expansion.content
 
@@ -495,7 +495,7 @@ async def test_ambiguous_request_recalls_user_memories(store: MemoryStore, user_
     ctx = MemoryContext(store=store, user_id=user_id, user_layer_max_tokens=0)
     await ctx.add_message(UserMessage(content="Connect to the db", source="user"))
     note = (await ctx.get_messages())[-1]
-    assert isinstance(note, SystemMessage)
+    assert is_memory_note(note)
     assert "db.internal:5432/agentfusion" in note.content and key in note.content
 
 
@@ -509,7 +509,7 @@ async def test_ambiguous_request_recalls_a_user_fact(store: MemoryStore, user_id
     ctx = MemoryContext(store=store, user_id=user_id, user_layer_max_tokens=0)
     await ctx.add_message(UserMessage(content="ssh into the server", source="user"))
     note = (await ctx.get_messages())[-1]
-    assert isinstance(note, SystemMessage) and "stg-eu-3.internal" in note.content
+    assert is_memory_note(note) and "stg-eu-3.internal" in note.content
 
 
 async def test_concrete_request_skips_recall(store: MemoryStore, user_id: str) -> None:
@@ -717,7 +717,7 @@ async def test_placeholder_from_an_executor_message_can_be_expanded(store: Memor
     await ctx.add_message(UserMessage(content=report, source="executor"))
     await ctx.add_message(UserMessage(content="What went wrong in migrate_schema.py?", source="user"))
     expansion = (await ctx.get_messages())[-1]
-    assert isinstance(expansion, SystemMessage)
+    assert is_memory_note(expansion)
     assert "ValueError in migrate_schema.py" in expansion.content
 
 
@@ -740,3 +740,9 @@ async def test_memory_tool_results_are_not_offloaded_again(store: MemoryStore, u
     await ctx.add_message(result_message(view, call_id="m1", name="retrieve_memory"))
     assert (await ctx.get_messages())[1].content[0].content == view  # type: ignore[union-attr]
     assert ctx.memory_keys == []
+
+
+def is_memory_note(message: object) -> bool:
+    """A note of the context after the conversation started: a user message from ``memory`` (the default role,
+    which every model accepts there)."""
+    return isinstance(message, UserMessage) and message.source == "memory"

@@ -104,12 +104,13 @@ class ScriptedModel:
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
 
-    def client(self) -> OpenAIChatCompletionClient:
+    def client(self, **kwargs: Any) -> OpenAIChatCompletionClient:
         return OpenAIChatCompletionClient(
-            model="gpt-4o",
+            model=kwargs.pop("model", "gpt-4o"),
             api_key="test-key",
             base_url=f"http://127.0.0.1:{self.httpd.server_address[1]}/v1",
             max_retries=0,
+            **kwargs,
         )
 
     def close(self) -> None:
@@ -201,7 +202,7 @@ async def test_llm_judge_decides_which_item_to_expand(store: MemoryStore, user_i
     model.script.append(json.dumps({"expand": [first_key]}))
     await ctx.add_message(UserMessage(content="Was the first build's checksum right?", source="user"))
     expansion = (await ctx.get_messages())[-1]
-    assert isinstance(expansion, SystemMessage)
+    assert is_memory_note(expansion)
     assert first_key in expansion.content and "Memory expansion" in expansion.content
 
 
@@ -226,7 +227,7 @@ async def test_llm_judge_failure_falls_back_to_deterministic_relevance(
     model.script.append("this is not json")
     await ctx.add_message(UserMessage(content="what is E5150?", source="user"))
     expansion = (await ctx.get_messages())[-1]
-    assert isinstance(expansion, SystemMessage) and "ERROR E5150 in ledger_sync.py" in expansion.content
+    assert is_memory_note(expansion) and "ERROR E5150 in ledger_sync.py" in expansion.content
 
 
 def check_tool_pairing(messages: list[dict[str, Any]]) -> None:
@@ -241,8 +242,20 @@ def check_tool_pairing(messages: list[dict[str, Any]]) -> None:
             open_ids = set()
 
 
+# A model that takes one system message (every Gemini model in AutoGen's list, most local models): AutoGen
+# refuses a system message after the conversation started ("Multiple and Not continuous system messages").
+ONE_SYSTEM_MESSAGE = {
+    "model": "gemini-like-local-model",
+    "model_info": {
+        "vision": False, "function_calling": True, "json_output": False, "family": "unknown",
+        "structured_output": False, "multiple_system_messages": False,
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("client_kwargs", [{}, ONE_SYSTEM_MESSAGE], ids=["gpt-4o", "one-system-message"])
 async def test_drop_in_model_context_of_an_autogen_assistant_agent(
-    store: MemoryStore, user_id: str, model: ScriptedModel
+    store: MemoryStore, user_id: str, model: ScriptedModel, client_kwargs: dict[str, Any]
 ) -> None:
     from autogen_agentchat.agents import AssistantAgent
 
@@ -254,8 +267,9 @@ async def test_drop_in_model_context_of_an_autogen_assistant_agent(
 
     ctx = MemoryContext(store=store, user_id=user_id, thread_id=f"t-{uuid.uuid4().hex[:6]}", first_use_max_tokens=800)
     agent = AssistantAgent(
-        "coder", model_client=model.client(), tools=[run_code], model_context=ctx, reflect_on_tool_use=True
-    )
+        "coder", model_client=model.client(**client_kwargs), tools=[run_code], model_context=ctx,
+        reflect_on_tool_use=True,
+    )  # fmt: skip
     model.script += [{"tool": "run_code", "arguments": {"code": "python build.py"}}, "The build failed."]
     await agent.run(task="Build the project")
     model.script.append("It was a checksum mismatch.")
@@ -271,3 +285,20 @@ async def test_drop_in_model_context_of_an_autogen_assistant_agent(
     # The follow-up question about the file expanded the matching lines for that turn.
     last = json.dumps(model.requests[2]["messages"])
     assert "Memory expansion" in last and "checksum mismatch in artifact_store.py" in last
+    # Only the leading message is a system message: the expansion reaches the model as a user message.
+    roles = [m["role"] for m in model.requests[2]["messages"]]
+    assert roles[0] == "system" and "system" not in roles[1:]
+
+
+async def test_notes_can_stay_system_messages_for_models_that_take_several(store: MemoryStore, user_id: str) -> None:
+    ctx = MemoryContext(store=store, user_id=user_id, notes_after_conversation_start="system", keep_recent_full=0)
+    await add_tool_turn(ctx, "c0", big_log("job", marker="ERROR E7001 in billing_sync.py", n=400))
+    await ctx.add_message(UserMessage(content="Why did billing_sync.py fail?", source="user"))
+    messages = await ctx.get_messages()
+    assert isinstance(messages[-1], SystemMessage) and "Memory expansion" in messages[-1].content
+
+
+def is_memory_note(message: object) -> bool:
+    """A note of the context after the conversation started: a user message from ``memory`` (the default role,
+    which every model accepts there)."""
+    return isinstance(message, UserMessage) and message.source == "memory"
