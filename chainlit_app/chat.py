@@ -81,6 +81,11 @@ def one_line(exc: BaseException) -> str:
     return as_text(f"{type(exc).__name__}: {first}" if first else type(exc).__name__)
 
 
+def memories(n: int) -> str:
+    """``1 memory``, ``3 memories``."""
+    return f"{n:,} {'memory' if n == 1 else 'memories'}"
+
+
 def content_link(key: str) -> str:
     """Markdown links that fetch a memory from the store only when clicked."""
     return f"[Open full output](/memory-api/memories/{key}/content) · [inspect](/memories?key={key})"
@@ -339,7 +344,7 @@ async def memory_overview(session: ChatSession) -> None:
     stats = await thread_token_stats(session.user_id, session.thread_id)
     total = await session.store.stats(user_id=session.user_id)
     lines = [
-        f"**Memory in this thread:** {stats['memories']} memories, {stats['stored_tokens']:,} tokens stored. "
+        f"**Memory in this thread:** {memories(stats['memories'])}, {stats['stored_tokens']:,} tokens stored. "
         f"The context carries {stats['placeholder_tokens']:,} tokens of placeholders instead: "
         f"**memory kept {stats['kept_out_tokens']:,} tokens out of the context.**",
         f"All your memories: {total.total_memories} ({total.total_tokens:,} tokens). "
@@ -363,8 +368,9 @@ async def search_overview(session: ChatSession, query: str) -> None:
     if not items:
         await cl.Message(content=f"No memory matches “{as_text(query)}”.", author="memory").send()
         return
+    verb = "matches" if len(items) == 1 else "match"
     await cl.Message(
-        content=f"**{len(items)} memories match “{as_text(query)}”** (best first):\n\n"
+        content=f"**{memories(len(items))} {verb} “{as_text(query)}”** (best first):\n\n"
         + memory_table(items, scores=True),
         author="memory",
     ).send()

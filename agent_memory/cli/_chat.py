@@ -25,6 +25,7 @@ import logging
 import signal
 import sys
 import threading
+import warnings
 from typing import Any
 
 from autogen_agentchat.base import TaskResult
@@ -42,7 +43,7 @@ from autogen_core import CancellationToken
 from ..agents import AgentBuilder, AgentSession, MemoryContextEvent, MemoryStoredEvent, ModelConfigError, TeamSpec
 from ..store import TeamSpecStore
 from ..tools import MEMORY_TOOL_NAMES
-from ._main import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, Cli, UsageError
+from ._main import EXIT_NOT_FOUND, EXIT_OK, EXIT_TURN_FAILED, EXIT_USAGE, Cli, UsageError
 
 _EOF = object()
 
@@ -118,7 +119,7 @@ class _LineReader:
 
 
 async def _run_turn(session: AgentSession, text: str, cli: Cli, state: dict[str, Any]) -> bool:
-    """One user turn; False when it was cancelled or failed (the chat goes on either way)."""
+    """One user turn; False when it failed (the chat goes on either way; a cancelled turn is not a failure)."""
     token = CancellationToken()
     state["token"] = token
     streaming = False
@@ -141,9 +142,11 @@ async def _run_turn(session: AgentSession, text: str, cli: Cli, state: dict[str,
         if not token.is_cancelled():
             raise
         print("[cancelled] the turn was stopped; running commands were killed", flush=True)
-        return False
+        return True
     except Exception as exc:  # a model or tool failure ends the turn, not the chat
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if state.get("model_url") and any(word in message for word in ("Connection", "Timeout", "connect")):
+            message = f"{message} (model server {state['model_url']}: is it running? OPENAI_BASE_URL sets it)"
         if cli.json:
             print(json.dumps({"type": "Error", "error": message}), flush=True)
         else:
@@ -155,6 +158,9 @@ async def _run_turn(session: AgentSession, text: str, cli: Cli, state: dict[str,
 
 
 async def cmd_chat(args: argparse.Namespace, cli: Cli) -> int:
+    # AutoGen warns on every call when a server answers with another model name than it asked for (local
+    # servers, proxies): noise on a terminal, where the user already chose the model.
+    warnings.filterwarnings("ignore", message="Resolved model mismatch")
     user = cli.user()
     store = await cli.store()
     try:
@@ -165,14 +171,16 @@ async def cmd_chat(args: argparse.Namespace, cli: Cli) -> int:
         spec = spec.model_copy(update={"max_turns": args.max_turns})
     builder = AgentBuilder(store, user, spec=spec)
     try:
-        builder.build_model_client()
+        model_client = builder.build_model_client()
     except ModelConfigError as exc:
         cli.error(str(exc))
         return EXIT_USAGE
     session = await builder.build(thread_id=args.thread)
     interactive = not args.message and sys.stdin.isatty()
     loop = asyncio.get_running_loop()
-    state: dict[str, Any] = {"token": None, "quit": False}
+    # Named when the model server cannot be reached (OpenAI-compatible clients keep their base URL).
+    model_url = getattr(getattr(model_client, "_client", None), "base_url", None)
+    state: dict[str, Any] = {"token": None, "quit": False, "model_url": str(model_url) if model_url else None}
     quit_event = asyncio.Event()
 
     def on_sigint() -> None:
@@ -193,12 +201,14 @@ async def cmd_chat(args: argparse.Namespace, cli: Cli) -> int:
         )
     try:
         if args.message:
+            failed = 0
             for text in args.message:
                 if not cli.json:
                     print(f"you> {text}", flush=True)
-                await _run_turn(session, text, cli, state)
-            return EXIT_OK
+                failed += not await _run_turn(session, text, cli, state)
+            return EXIT_TURN_FAILED if failed else EXIT_OK
         reader = _LineReader(loop, "you> " if interactive else None)
+        failed = 0
         while True:
             next_line = asyncio.ensure_future(reader.next_line())
             quit_wait = asyncio.ensure_future(quit_event.wait())
@@ -216,8 +226,9 @@ async def cmd_chat(args: argparse.Namespace, cli: Cli) -> int:
                 continue
             if text in ("/exit", "/quit"):
                 break
-            await _run_turn(session, text, cli, state)
-        return EXIT_OK
+            failed += not await _run_turn(session, text, cli, state)
+        # Lines piped in are a batch: say whether it all worked. At a terminal the user saw each turn.
+        return EXIT_TURN_FAILED if failed and not interactive else EXIT_OK
     finally:
         with contextlib.suppress(NotImplementedError):
             loop.remove_signal_handler(signal.SIGINT)

@@ -35,6 +35,7 @@ from ..models import MemoryItem
 from ..store import MemoryStore
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_DB = 0, 1, 2, 3
+EXIT_TURN_FAILED = 4  # the command ran but its work failed (a chat turn's model or tool call)
 EXIT_TERMINATED = 128 + int(signal.SIGTERM)  # what a shell reports for a process ended by SIGTERM
 TERMINATE_GRACE_S = 5.0  # after SIGTERM, how long the command may take to wind down
 

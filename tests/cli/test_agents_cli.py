@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -138,10 +139,26 @@ def test_a_failed_turn_is_reported_and_the_chat_goes_on(
 
     done = run_chat(["--user", user_id, "-m", "first", "-m", "second"], env)
 
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 4, done.stderr  # the batch did not all work: not 0
     assert "[error] the turn failed:" in done.stdout
     assert done.stdout.index("[error] the turn failed:") < done.stdout.index("you> second")
     assert "coder> Recovered. TERMINATE" in done.stdout
+
+
+def test_a_model_server_that_cannot_be_reached_fails_the_command_and_names_the_url(
+    database_url: str, tmp_path: Path, user_id: str
+) -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AGENT_MEMORY_MODEL"))}
+    env.update(OPENAI_BASE_URL=closed, OPENAI_API_KEY="k", AGENT_MEMORY_MODEL="gpt-4o",
+               AGENT_MEMORY_DATABASE_URL=database_url, AGENT_MEMORY_HOME=str(tmp_path))  # fmt: skip
+
+    done = run_chat(["--user", user_id, "-m", "hello"], env)
+
+    assert done.returncode == 4
+    assert "[error] the turn failed:" in done.stdout and closed in done.stdout.replace(closed + "/", closed)
 
 
 def test_agents_commands_save_list_and_show_specs_used_by_chat(

