@@ -193,12 +193,15 @@ async def _create_first_login(accounts: UserAccounts) -> None:
 
 
 async def _run_child(command: list[str], env: dict[str, str]) -> int:
-    proc = await asyncio.create_subprocess_exec(*command, env=env, cwd=env["CHAINLIT_APP_ROOT"])
+    # Its own process group: a terminal's Ctrl-C reaches only this launcher, which asks the server to stop once.
+    # Chainlit's server re-raises SIGINT after its graceful shutdown (a KeyboardInterrupt traceback per task),
+    # and a second one from the terminal cut that shutdown short; SIGTERM ends it the same way, silently.
+    proc = await asyncio.create_subprocess_exec(*command, env=env, cwd=env["CHAINLIT_APP_ROOT"], process_group=0)
     loop = asyncio.get_running_loop()
 
     def forward(sig: int) -> None:
         if proc.returncode is None:
-            proc.send_signal(sig)
+            proc.send_signal(signal.SIGTERM)
 
     handled: list[int] = []
     for sig in (int(signal.SIGINT), int(signal.SIGTERM)):
