@@ -102,9 +102,11 @@ def mount(app: FastAPI, throttle: LoginThrottle) -> None:
         try:
             response: Response = await chainlit_login(request, Response(), credentials)
         except HTTPException as exc:
-            if exc.status_code == 401:
-                throttle.record_failure(username, address)
-            raise
+            if exc.status_code != 401:
+                raise
+            throttle.record_failure(username, address)
+            # Chainlit's detail is "credentialssignin", which its login page shows as is.
+            raise HTTPException(status_code=401, detail="wrong user name or password") from None
         throttle.record_success(username)
         return response
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import getpass
+import importlib.util
+import json
 import os
 import shutil
 import signal
@@ -133,7 +135,32 @@ def prepare_app_root(home: Path) -> Path:
     if (root / "public").exists():
         shutil.rmtree(root / "public")
     shutil.copytree(source / "public", root / "public")
+    _write_translations(root / ".chainlit" / "translations")
     return root
+
+
+# Chainlit's login form asks for an "Email address"; our logins are user names (``agent-memory user add NAME``).
+_LOGIN_WORDING = {
+    ("auth", "login", "form", "email", "label"): "User name",
+    ("auth", "login", "form", "email", "required"): "user name is a required field",
+    ("auth", "login", "errors", "credentialsSignin"): "Wrong user name or password.",
+}
+
+
+def _write_translations(directory: Path) -> None:
+    """Chainlit's English texts with the login wording above (Chainlit keeps files that exist)."""
+    spec = importlib.util.find_spec("chainlit")
+    if spec is None or spec.origin is None:
+        return
+    source = Path(spec.origin).parent / "translations" / "en-US.json"
+    texts = json.loads(source.read_text(encoding="utf-8"))
+    for path, text in _LOGIN_WORDING.items():
+        node = texts
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = text
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "en-US.json").write_text(json.dumps(texts, indent=2, ensure_ascii=False), encoding="utf-8")
 
 
 async def cmd_ui(args: argparse.Namespace, cli: Cli) -> int:

@@ -140,6 +140,7 @@ async def test_login_with_a_wrong_password_is_refused_over_http(app: str) -> Non
     async with httpx.AsyncClient(base_url=app, timeout=30) as client:
         response = await client.post("/login", data={"username": "carol", "password": "carol-wrong-password"})
         assert response.status_code == 401
+        assert response.json()["detail"] == "wrong user name or password"  # not Chainlit's "credentialssignin"
         unknown = await client.post("/login", data={"username": "nobody", "password": "carol-secret-password"})
         assert unknown.status_code == 401
         assert (await client.get("/memory-api/memories")).status_code == 401
@@ -313,3 +314,10 @@ async def test_every_page_forbids_remote_images_and_requests(app: str) -> None:
             policy = (await client.get(path)).headers.get("content-security-policy", "")
             assert "img-src 'self' data: blob:" in policy and "connect-src 'self'" in policy, path
             assert "frame-ancestors 'none'" in policy
+
+
+async def test_the_login_form_asks_for_a_user_name_not_an_email_address(app: str) -> None:
+    async with httpx.AsyncClient(base_url=app, timeout=30) as client:
+        texts = (await client.get("/project/translations", params={"language": "en-US"})).json()["translation"]
+    assert texts["auth"]["login"]["form"]["email"]["label"] == "User name"
+    assert texts["auth"]["login"]["errors"]["credentialsSignin"] == "Wrong user name or password."
