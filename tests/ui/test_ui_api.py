@@ -321,3 +321,10 @@ async def test_the_login_form_asks_for_a_user_name_not_an_email_address(app: str
         texts = (await client.get("/project/translations", params={"language": "en-US"})).json()["translation"]
     assert texts["auth"]["login"]["form"]["email"]["label"] == "User name"
     assert texts["auth"]["login"]["errors"]["credentialsSignin"] == "Wrong user name or password."
+
+
+async def test_the_logo_is_agent_memorys_not_chainlits(app: str) -> None:
+    async with httpx.AsyncClient(base_url=app, timeout=30) as client:
+        for theme in ("dark", "light"):
+            logo = await client.get("/logo", params={"theme": theme})
+            assert logo.status_code == 200 and "agent-memory" in logo.text and "Chainlit" not in logo.text
