@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Literal, TypedDict
+from urllib.parse import parse_qsl, urlsplit
 
 from autogen_core import ComponentModel
 from autogen_core.models import LLMMessage
@@ -82,3 +83,15 @@ class MemoryContextSettings(TypedDict, total=False):
     database_url: str | None
     initial_messages: list[LLMMessage] | None
     skip_offload_tools: Iterable[str]
+
+
+def carries_password(url: str) -> bool:
+    """True when ``url`` holds a password, in its user part or as a ``password=`` query parameter.
+
+    >>> carries_password("postgresql://me:secret@db/mem"), carries_password("postgresql://db/mem?password=x")
+    (True, True)
+    >>> carries_password("postgresql://me@db/mem?sslmode=require")
+    False
+    """
+    parts = urlsplit(url)
+    return parts.password is not None or any(k.lower() == "password" for k, _ in parse_qsl(parts.query))

@@ -36,7 +36,6 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Self, Unpack
-from urllib.parse import urlsplit
 
 from autogen_core import Component, FunctionCall
 from autogen_core.model_context import ChatCompletionContext, ChatCompletionContextState
@@ -53,7 +52,7 @@ from ..placeholders import parse_memory_refs
 from ..store import ContextStates, MemoryStore
 from ..validation import check_identifier, check_user_id
 from ._budget import build, late_notes_as_user_messages, plan
-from ._config import MemoryContextConfig, MemoryContextSettings
+from ._config import MemoryContextConfig, MemoryContextSettings, carries_password
 from ._offload import DB_UNAVAILABLE_ERRORS, Offloader, intercept
 from ._recall import Recaller, candidates
 from ._render import Renderer, text_of
@@ -502,10 +501,12 @@ class MemoryContext(ChatCompletionContext, Component[MemoryContextConfig]):
     def _to_config(self) -> MemoryContextConfig:
         config = self._config.model_copy()
         if config.database_url is None and self._store is not None:
-            url = self._store.db.url
-            # Record the server only when the URL carries no password (configs get shared and logged).
-            if urlsplit(url).password is None:
-                config.database_url = url
+            config.database_url = self._store.db.url
+        if config.database_url is not None and carries_password(config.database_url):
+            # Configs get shared and logged: never a password. Whoever loads the config opens the store from
+            # AGENT_MEMORY_DATABASE_URL (or the embedded server), as with any config without a URL.
+            log.info("database_url carries a password: left out of the component config")
+            config.database_url = None
         if self._model_client is not None:
             try:
                 config.model_client = self._model_client.dump_component()

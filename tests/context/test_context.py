@@ -10,6 +10,7 @@ import json
 import re
 import uuid
 from typing import Unpack, get_type_hints
+from urllib.parse import urlsplit
 
 import pytest
 from autogen_core import FunctionCall
@@ -746,3 +747,25 @@ def is_memory_note(message: object) -> bool:
     """A note of the context after the conversation started: a user message from ``memory`` (the default role,
     which every model accepts there)."""
     return isinstance(message, UserMessage) and message.source == "memory"
+
+
+def test_a_password_is_never_written_into_the_component_config() -> None:
+    url = "postgresql://me:s3cret-pw@db.example:5432/mem?password=other-pw&sslmode=require"
+    ctx = MemoryContext(store=None, user_id="alice", database_url=url)
+
+    dumped = ctx.dump_component().model_dump_json()
+
+    assert "s3cret-pw" not in dumped and "other-pw" not in dumped
+    # Left out: whoever loads the config opens the store from AGENT_MEMORY_DATABASE_URL, as without a URL.
+    assert ctx.dump_component().config.get("database_url") is None
+
+
+def test_a_url_without_password_is_kept_in_the_component_config() -> None:
+    url = "postgresql://me@db.example:5432/mem?sslmode=require"
+    assert MemoryContext(store=None, user_id="alice", database_url=url).dump_component().config["database_url"] == url
+
+
+async def test_the_stores_url_is_recorded_without_its_password(store: MemoryStore, user_id: str) -> None:
+    ctx = MemoryContext(store=store, user_id=user_id)
+    recorded = ctx.dump_component().config.get("database_url")
+    assert recorded is None or (urlsplit(recorded).password is None and "password=" not in recorded)
