@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
@@ -53,6 +54,7 @@ from ..tools import (
     StoreResult,
 )
 from ..validation import check_user_id
+from ._limits import PerUserSessionCap, SessionLimits
 from ._skills import register_skill_tools
 
 SERVER_NAME = "agent-memory"
@@ -321,6 +323,14 @@ async def serve_http(store: MemoryStore, host: str, port: int, *, log_level: str
     """Run the streamable-HTTP server (endpoint ``/mcp``) until cancelled."""
     import uvicorn
 
-    app = create_http_server(store, host=host, port=port).streamable_http_app()
+    limits = SessionLimits.from_env(os.environ)
+    mcp = create_http_server(store, host=host, port=port, session_idle_timeout=limits.idle_seconds)
+    # The SDK's own cap (10,000) is for the whole server: one user must not be able to take every session.
+    app = PerUserSessionCap(
+        mcp.streamable_http_app(),
+        owners=lambda: mcp.session_manager._session_owners,  # the SDK's record of who opened each session
+        verifier=StoreTokenVerifier(TokenManager(store.db)),
+        limit=limits.per_user,
+    )
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on"))
     await server.serve()

@@ -219,3 +219,26 @@ def test_the_session_end_filter_drops_only_the_closed_stream_report() -> None:
                               None, (ValueError, ValueError("real fault"), None))  # fmt: skip
     assert not SessionEndFilter().filter(closed)
     assert SessionEndFilter().filter(other)
+
+
+async def test_one_user_cannot_take_every_session_of_the_server(server_url: str, token: str, other_token: str) -> None:
+    # The server runs with the default cap of 20 open sessions per user.
+    async with httpx.AsyncClient(timeout=30) as client:
+        mine = {**ACCEPT, "Authorization": f"Bearer {token}"}
+        opened = []
+        for _ in range(20):
+            response = await client.post(server_url, json=INITIALIZE, headers=mine)
+            assert response.status_code == 200
+            opened.append(response.headers["mcp-session-id"])
+
+        refused = await client.post(server_url, json=INITIALIZE, headers=mine)
+        theirs = await client.post(
+            server_url, json=INITIALIZE, headers={**ACCEPT, "Authorization": f"Bearer {other_token}"}
+        )
+        # Ending one of the user's sessions makes room again.
+        ended = await client.delete(server_url, headers={**mine, "mcp-session-id": opened[0]})
+        again = await client.post(server_url, json=INITIALIZE, headers=mine)
+
+    assert refused.status_code == 429 and "20 open MCP sessions" in refused.json()["error_description"]
+    assert theirs.status_code == 200  # another user is not affected
+    assert ended.status_code == 200 and again.status_code == 200
