@@ -44,6 +44,13 @@ class Settings(BaseSettings):
         default=0.2, ge=0.0, le=1.0, description="Hits scoring below this are dropped (unrelated queries -> [])."
     )
 
+    grep_timeout_seconds: float = Field(
+        default=2.0,
+        gt=0,
+        le=600,
+        description="Longest one grep over a memory may run; a costlier pattern is stopped with a clear error.",
+    )
+
     def resolved_home(self) -> Path:
         """The state directory with ``~`` expanded (not created)."""
         return self.home.expanduser()

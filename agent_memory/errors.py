@@ -25,3 +25,10 @@ class MemoryNotFound(AgentMemoryError, KeyError):
 
 class DatabaseUnavailable(AgentMemoryError):
     """The PostgreSQL server cannot be reached or initialised. The message says what to do."""
+
+
+class PatternTooCostly(AgentMemoryError, ValueError):
+    """A grep pattern took longer than its time limit (``AGENT_MEMORY_GREP_TIMEOUT_SECONDS``) and was stopped.
+
+    A ``ValueError``, like any other bad pattern: surfaces answer it as bad input (CLI exit 2, MCP tool error).
+    """

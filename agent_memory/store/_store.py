@@ -272,6 +272,9 @@ class MemoryStore:
         if row is None:
             raise MemoryNotFound(key)
         content = decode_content(row["content"], row["content_encoding"])
+        if view.get("grep") is not None:
+            # in a thread: a costly pattern runs up to its time limit without stalling other requests
+            return await asyncio.to_thread(apply_transforms, content, **view)
         return apply_transforms(content, **view)
 
     async def get(self, key: str, *, user_id: str) -> MemoryItem:

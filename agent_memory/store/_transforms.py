@@ -16,7 +16,13 @@ Example:
 from __future__ import annotations
 
 import re
+import time
 from typing import TypedDict, Unpack
+
+import regex
+
+from ..config import get_settings
+from ..errors import PatternTooCostly
 
 MAX_GREP_CONTEXT = 100
 
@@ -73,22 +79,57 @@ def parse_line_range(spec: str | tuple[int, int]) -> tuple[int, int]:
     return start, end
 
 
-def compile_pattern(pattern: str, ignore_case: bool = False) -> re.Pattern[str]:
+def compile_pattern(pattern: str, ignore_case: bool = False) -> regex.Pattern[str]:
+    """Python ``re`` syntax, compiled by the ``regex`` engine, whose matches can be stopped by a time limit."""
     if len(pattern) > 2000:
         raise ValueError("grep pattern is longer than 2000 characters")
     try:
-        return re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    except re.error as exc:
+        return regex.compile(pattern, regex.IGNORECASE if ignore_case else 0)
+    except regex.error as exc:
         raise ValueError(f"invalid grep regular expression {pattern!r}: {exc}") from exc
 
 
+def _matching_indexes(numbered: list[tuple[int, str]], pattern: regex.Pattern[str], timeout: float) -> list[int]:
+    """Indexes of the lines ``pattern`` matches, stopping the whole scan once ``timeout`` seconds have passed.
+
+    A backtracking pattern such as ``(a+)+$`` takes time exponential in the line's length; ``regex`` checks the
+    limit inside the match and releases the GIL meanwhile (``concurrent``), so other requests keep being served.
+    """
+    deadline = time.monotonic() + timeout
+    matching: list[int] = []
+    for i, (_, line) in enumerate(numbered):
+        left = deadline - time.monotonic()
+        try:
+            if left <= 0:
+                raise TimeoutError
+            if pattern.search(line.rstrip("\r\n"), timeout=left, concurrent=True):
+                matching.append(i)
+        except TimeoutError:
+            raise PatternTooCostly(
+                f"grep pattern {pattern.pattern!r} is too costly: stopped after {timeout:g} s at line "
+                f"{numbered[i][0]} of {len(numbered)}. Use a simpler pattern (nested repetition such as (a+)+ "
+                "backtracks exponentially) or narrow the search with a line range; the limit is "
+                "AGENT_MEMORY_GREP_TIMEOUT_SECONDS."
+            ) from None
+    return matching
+
+
 def grep_lines(
-    numbered: list[tuple[int, str]], pattern: re.Pattern[str], context: int = 0, max_matches: int | None = None
+    numbered: list[tuple[int, str]],
+    pattern: regex.Pattern[str],
+    context: int = 0,
+    max_matches: int | None = None,
+    timeout: float | None = None,
 ) -> str:
-    """Matching lines with ``context`` lines around them, numbered like ``grep -n``."""
+    """Matching lines with ``context`` lines around them, numbered like ``grep -n``.
+
+    ``timeout``: seconds the whole scan may take (default ``AGENT_MEMORY_GREP_TIMEOUT_SECONDS``), after which
+    :class:`~agent_memory.errors.PatternTooCostly` is raised.
+    """
     if context < 0 or context > MAX_GREP_CONTEXT:
         raise ValueError(f"grep context must be between 0 and {MAX_GREP_CONTEXT}")
-    matching = [i for i, (_, line) in enumerate(numbered) if pattern.search(line.rstrip("\r\n"))]
+    limit = timeout if timeout is not None else get_settings().grep_timeout_seconds
+    matching = _matching_indexes(numbered, pattern, limit)
     hits = matching[:max_matches] if max_matches is not None else matching
     is_match = set(matching)
     out: list[str] = []

@@ -32,7 +32,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..errors import MemoryNotFound
+from ..errors import MemoryNotFound, PatternTooCostly
 from ..models import MemoryItem
 from ..placeholders import format_memory_ref
 from ..store import MemoryStore, apply_transforms, compile_pattern, parse_line_range, split_lines
@@ -315,10 +315,13 @@ class MemoryToolbox:
             return text, len(split_lines(full))
 
         # grep runs in a thread even for small texts: a pathological pattern must not stall the event loop.
-        if grep is not None or len(full) > _THREAD_CHARS:
-            text, total_lines = await asyncio.to_thread(compute)
-        else:
-            text, total_lines = compute()
+        try:
+            if grep is not None or len(full) > _THREAD_CHARS:
+                text, total_lines = await asyncio.to_thread(compute)
+            else:
+                text, total_lines = compute()
+        except PatternTooCostly as exc:
+            raise MemoryToolError(str(exc)) from None
 
         truncated = len(text) > cap
         hint: str | None = None

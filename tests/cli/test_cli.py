@@ -163,6 +163,15 @@ def test_bad_input_exits_2_with_a_message(args: tuple[str, ...], stdin: bytes | 
     assert result.stderr.strip()
 
 
+def test_a_costly_grep_exits_2_and_says_the_pattern_was_too_costly(user_id: str) -> None:
+    key = run("store", "--user", user_id, stdin=b"a" * 40 + b"b").stdout.decode().strip()
+    result = run(
+        "retrieve", key, "--user", user_id, "--grep", "(a|aa)+$", env={"AGENT_MEMORY_GREP_TIMEOUT_SECONDS": "0.3"}
+    )
+    assert result.returncode == 2
+    assert b"too costly" in result.stderr and b"Traceback" not in result.stderr
+
+
 def test_unreachable_database_exits_3_and_says_what_to_do(user_id: str) -> None:
     result = run("list", "--user", user_id, env={"AGENT_MEMORY_DATABASE_URL": "postgresql://x:pw@127.0.0.1:1/db"})
     assert result.returncode == 3

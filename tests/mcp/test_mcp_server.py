@@ -213,3 +213,14 @@ def test_a_bad_http_address_is_a_usage_error(value: str) -> None:
 
     with pytest.raises(ValueError, match=r"--http expects \[HOST:\]PORT"):
         parse_host_port(value)
+
+
+async def test_a_costly_grep_is_a_tool_error_and_the_server_keeps_running(
+    store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENT_MEMORY_GREP_TIMEOUT_SECONDS", "0.3")
+    async with connect(store, user_id) as session:
+        key = (await ok(session, "store_memory", content="a" * 40 + "b", description="bomb target"))["key"]
+        result = await session.call_tool("retrieve_memory", {"key": key, "grep": r"(a|aa)+$"})
+        assert result.isError and "too costly" in text(result)
+        assert (await ok(session, "retrieve_memory", key=key, grep="b$"))["content"] == "1:" + "a" * 40 + "b"

@@ -195,3 +195,12 @@ async def test_stats_count_by_type(store: MemoryStore, user_id: str) -> None:
 def test_the_user_is_fixed_at_construction(store: MemoryStore) -> None:
     with pytest.raises(ValueError, match="user_id must not be empty"):
         MemoryToolbox(store, "  ")
+
+
+async def test_a_costly_grep_is_a_tool_error_the_model_can_act_on(
+    toolbox: MemoryToolbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENT_MEMORY_GREP_TIMEOUT_SECONDS", "0.3")
+    saved = await toolbox.store_memory("a" * 40 + "b", "line that makes (a|aa)+$ backtrack")
+    with pytest.raises(MemoryToolError, match=r"too costly.*simpler pattern"):
+        await toolbox.retrieve_memory(saved.key, grep=r"(a|aa)+$")
