@@ -51,6 +51,12 @@ class Settings(BaseSettings):
         description="Longest one grep over a memory may run; a costlier pattern is stopped with a clear error.",
     )
 
+    statement_timeout_seconds: float = Field(
+        default=30.0,
+        ge=0,
+        description="Longest one database statement may run before it is cancelled with a clear error (0: none).",
+    )
+
     def resolved_home(self) -> Path:
         """The state directory with ``~`` expanded (not created)."""
         return self.home.expanduser()

@@ -37,6 +37,16 @@ def check_identifier(value: object, name: str, *, optional: bool = False) -> str
     return value
 
 
+def check_query(value: object) -> str:
+    """A search query: text that PostgreSQL can take (no NUL, no lone surrogate), stripped, cut to 4000 chars."""
+    if not isinstance(value, str):
+        raise ValueError(f"query must be a string, got {type(value).__name__}")
+    bad = _first_bad_char(value)
+    if bad:
+        raise ValueError(f"query contains {bad}")
+    return value.strip()[:MAX_QUERY_CHARS]
+
+
 def check_user_id(value: object) -> str:
     checked = check_identifier(value, "user_id")
     assert checked is not None

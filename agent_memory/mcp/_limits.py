@@ -3,8 +3,9 @@
 The SDK caps sessions for the whole server (10,000) and expires them after 30 idle minutes. One token could
 therefore open every session there is and lock every other user out (503) for half an hour. Here a user
 (all their tokens together) may hold at most ``AGENT_MEMORY_MCP_MAX_SESSIONS_PER_USER`` open sessions
-(default 20); a request that would open one more is answered ``429`` with what to do. Idle sessions end after
-``AGENT_MEMORY_MCP_SESSION_IDLE_SECONDS`` (default 600).
+(default 20); a request that would open one more is answered ``429`` with what to do, one second late (a tarpit:
+a client flooding refused requests then gets one answer a second per connection instead of thousands, which cost
+every user CPU). Idle sessions end after ``AGENT_MEMORY_MCP_SESSION_IDLE_SECONDS`` (default 600).
 
 Example:
     >>> SessionLimits.from_env({"AGENT_MEMORY_MCP_MAX_SESSIONS_PER_USER": "5"}).per_user
@@ -14,9 +15,12 @@ Example:
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
+
+import anyio
 
 from ..auth import StoreTokenVerifier
 
@@ -49,9 +53,17 @@ class PerUserSessionCap:
     already holds ``limits.per_user`` sessions. Existing sessions, and other users, are not affected."""
 
     def __init__(
-        self, app: ASGIApp, *, owners: Callable[[], Mapping[str, Any]], verifier: StoreTokenVerifier, limit: int
+        self,
+        app: ASGIApp,
+        *,
+        owners: Callable[[], Mapping[str, Any]],
+        verifier: StoreTokenVerifier,
+        limit: int,
+        tarpit_seconds: float = 1.0,
     ) -> None:
         self.app = app
+        self.tarpit_seconds = tarpit_seconds
+        self.opening: Counter[str | None] = Counter()
         self.owners = owners  # session id -> the SDK's AuthorizationContext (subject: the user)
         self.verifier = verifier
         self.limit = limit
@@ -62,15 +74,29 @@ class PerUserSessionCap:
             bearer = headers.get(b"authorization", b"").decode("latin-1")
             if b"mcp-session-id" not in headers and bearer.lower().startswith("bearer "):
                 access = await self.verifier.verify_token(bearer[7:].strip())
-                if access is not None and self._open_sessions(access.subject) >= self.limit:
-                    await self._refuse(send)
+                if access is not None:
+                    await self._open_one(access.subject, scope, receive, send)
                     return
         await self.app(scope, receive, send)
+
+    async def _open_one(self, user: str | None, scope: Scope, receive: Receive, send: Send) -> None:
+        # Sessions being opened count too: concurrent requests would otherwise all see room for one more.
+        if self._open_sessions(user) + self.opening[user] >= self.limit:
+            await self._refuse(send)
+            return
+        self.opening[user] += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.opening[user] -= 1
+            if not self.opening[user]:
+                del self.opening[user]
 
     def _open_sessions(self, user: str | None) -> int:
         return sum(1 for owner in list(self.owners().values()) if owner.get("subject") == user)
 
     async def _refuse(self, send: Send) -> None:
+        await anyio.sleep(self.tarpit_seconds)
         body = json.dumps(
             {
                 "error": "too_many_sessions",

@@ -40,6 +40,7 @@ from mcp.types import Resource as MCPResource
 from pydantic import BaseModel, Field
 
 from ..auth import StoreTokenVerifier, TokenManager
+from ..errors import DatabaseUnavailable
 from ..placeholders import clean_description
 from ..store import MemoryStore
 from ..tools import (
@@ -54,6 +55,7 @@ from ..tools import (
     StoreResult,
 )
 from ..validation import check_user_id
+from ._faults import DatabaseFaultGuard, answer_server_error
 from ._limits import PerUserSessionCap, SessionLimits
 from ._skills import register_skill_tools
 
@@ -124,7 +126,7 @@ def _result(model: R) -> CallToolResult:
 async def _call(fn: Awaitable[R]) -> CallToolResult:
     try:
         return _result(await fn)
-    except ValueError as exc:  # MemoryToolError and validation errors: a tool error with the message as is
+    except (ValueError, DatabaseUnavailable) as exc:  # bad input, or the database's fault: the message as is
         raise ToolError(str(exc)) from None
 
 
@@ -326,11 +328,15 @@ async def serve_http(store: MemoryStore, host: str, port: int, *, log_level: str
     limits = SessionLimits.from_env(os.environ)
     mcp = create_http_server(store, host=host, port=port, session_idle_timeout=limits.idle_seconds)
     # The SDK's own cap (10,000) is for the whole server: one user must not be able to take every session.
+    starlette_app = mcp.streamable_http_app()
+    starlette_app.add_exception_handler(Exception, answer_server_error)
     app = PerUserSessionCap(
-        mcp.streamable_http_app(),
+        starlette_app,
         owners=lambda: mcp.session_manager._session_owners,  # the SDK's record of who opened each session
         verifier=StoreTokenVerifier(TokenManager(store.db)),
         limit=limits.per_user,
     )
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on"))
+    server = uvicorn.Server(
+        uvicorn.Config(DatabaseFaultGuard(app), host=host, port=port, log_level=log_level, lifespan="on")
+    )
     await server.serve()

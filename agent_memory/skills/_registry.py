@@ -20,7 +20,7 @@ from typing import Any, TypedDict, Unpack
 
 from ..search import Embedder
 from ..store import MemoryStore, SkillStore
-from ..validation import MAX_QUERY_CHARS, check_identifier, check_user_id
+from ..validation import check_identifier, check_query, check_user_id
 from ._code import LANGUAGES, check_name, check_schema_matches, find_entrypoint, schema_from_function
 from ._models import (
     MAX_CODE_CHARS,
@@ -179,9 +179,10 @@ class SkillRegistry:
         With an ``embedder`` a dense ranker (cosine of the query and each skill's name, description and example
         prompts) joins the lexical ones: paraphrases ("tally the tokens of this passage") find "count words".
         """
-        if not isinstance(query, str) or "\x00" in query:
-            raise SkillError("query must be text without NUL characters")
-        query = query.strip()[:MAX_QUERY_CHARS]
+        try:
+            query = check_query(query)
+        except ValueError as exc:
+            raise SkillError(str(exc)) from None
         if not query:
             return []
         rows = await self.rows.search(check_user_id(user_id), agent_id, query, statuses=statuses, embedder=embedder)

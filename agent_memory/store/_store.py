@@ -45,18 +45,18 @@ from ..search import (
 )
 from ..tokens import count_tokens
 from ..validation import (
-    MAX_QUERY_CHARS,
     check_content,
     check_description,
     check_identifier,
     check_limit,
     check_memory_type,
     check_metadata,
+    check_query,
     check_user_id,
 )
 from ._db import Database
 from ._scoping import ENSURE_USER_CTES, ENSURED_USER_PK, find_user_pk, owned_by
-from ._transforms import ContentView, apply_transforms, check_view
+from ._transforms import ContentView, apply_transforms, check_view, grep_off_loop
 
 _KEY_PREFIXES = {
     "command_output": "cmd",
@@ -274,7 +274,7 @@ class MemoryStore:
         content = decode_content(row["content"], row["content_encoding"])
         if view.get("grep") is not None:
             # in a thread: a costly pattern runs up to its time limit without stalling other requests
-            return await asyncio.to_thread(apply_transforms, content, **view)
+            return await grep_off_loop(user_id, lambda: apply_transforms(content, **view))
         return apply_transforms(content, **view)
 
     async def get(self, key: str, *, user_id: str) -> MemoryItem:
@@ -306,11 +306,7 @@ class MemoryStore:
         limit = check_limit(limit, maximum=100)
         if memory_type is not None:
             memory_type = check_memory_type(memory_type)
-        if not isinstance(query, str):
-            raise ValueError(f"query must be a string, got {type(query).__name__}")
-        if "\x00" in query:
-            raise ValueError("query contains a NUL character")
-        query = query.strip()[:MAX_QUERY_CHARS]
+        query = check_query(query)
         if not query:
             return []
         options = SearchOptions(

@@ -15,9 +15,11 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
-from typing import TypedDict, Unpack
+from collections.abc import Callable
+from typing import TypedDict, TypeVar, Unpack
 
 import regex
 
@@ -25,6 +27,7 @@ from ..config import get_settings
 from ..errors import PatternTooCostly
 
 MAX_GREP_CONTEXT = 100
+T = TypeVar("T")
 
 
 class ContentView(TypedDict, total=False):
@@ -173,3 +176,35 @@ def apply_transforms(text: str, **view: Unpack[ContentView]) -> str:
     if tail is not None:
         numbered = numbered[-tail:] if tail else []
     return "".join(line for _, line in numbered)
+
+
+class _PerUserSlots:
+    """One grep at a time per user; unused slots are dropped so the table holds only users with work in flight."""
+
+    def __init__(self) -> None:
+        self._slots: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    async def run(self, user_id: str, work: Callable[[], T]) -> T:
+        lock, users = self._slots.get(user_id, (asyncio.Lock(), 0))
+        self._slots[user_id] = (lock, users + 1)
+        try:
+            async with lock:
+                return await asyncio.to_thread(work)
+        finally:
+            lock, users = self._slots[user_id]
+            if users == 1:
+                del self._slots[user_id]
+            else:
+                self._slots[user_id] = (lock, users - 1)
+
+
+_grep_slots = _PerUserSlots()
+
+
+async def grep_off_loop(user_id: str, work: Callable[[], T]) -> T:
+    """Run ``work`` (a grep) in a thread, one at a time per user.
+
+    Each grep is bounded by its time limit, but a user's parallel requests could still take every core; queued
+    one behind the other, a user's costly patterns cost that user time, not other users.
+    """
+    return await _grep_slots.run(user_id, work)

@@ -35,7 +35,7 @@ from pydantic import BaseModel, Field
 from ..errors import MemoryNotFound, PatternTooCostly
 from ..models import MemoryItem
 from ..placeholders import format_memory_ref
-from ..store import MemoryStore, apply_transforms, compile_pattern, parse_line_range, split_lines
+from ..store import MemoryStore, apply_transforms, compile_pattern, grep_off_loop, parse_line_range, split_lines
 from ..validation import check_identifier, check_user_id
 
 DEFAULT_MAX_CHARS = 16_000  # 4k (prose) to 7k (number-dense logs) tokens: readable, never a flood
@@ -316,7 +316,9 @@ class MemoryToolbox:
 
         # grep runs in a thread even for small texts: a pathological pattern must not stall the event loop.
         try:
-            if grep is not None or len(full) > _THREAD_CHARS:
+            if grep is not None:
+                text, total_lines = await grep_off_loop(self.user_id, compute)
+            elif len(full) > _THREAD_CHARS:
                 text, total_lines = await asyncio.to_thread(compute)
             else:
                 text, total_lines = compute()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -231,7 +233,9 @@ async def test_one_user_cannot_take_every_session_of_the_server(server_url: str,
             assert response.status_code == 200
             opened.append(response.headers["mcp-session-id"])
 
+        asked = time.monotonic()
         refused = await client.post(server_url, json=INITIALIZE, headers=mine)
+        refused_after = time.monotonic() - asked
         theirs = await client.post(
             server_url, json=INITIALIZE, headers={**ACCEPT, "Authorization": f"Bearer {other_token}"}
         )
@@ -240,5 +244,13 @@ async def test_one_user_cannot_take_every_session_of_the_server(server_url: str,
         again = await client.post(server_url, json=INITIALIZE, headers=mine)
 
     assert refused.status_code == 429 and "20 open MCP sessions" in refused.json()["error_description"]
+    assert refused_after >= 1.0  # the tarpit: a flood of refused requests gets one answer a second per connection
     assert theirs.status_code == 200  # another user is not affected
     assert ended.status_code == 200 and again.status_code == 200
+
+
+async def test_concurrent_requests_cannot_open_more_sessions_than_the_cap(server_url: str, token: str) -> None:
+    headers = {**ACCEPT, "Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(timeout=60) as client:
+        answers = await asyncio.gather(*(client.post(server_url, json=INITIALIZE, headers=headers) for _ in range(30)))
+    assert sorted(a.status_code for a in answers) == [200] * 20 + [429] * 10

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
 from agent_memory import MemoryStore
 from agent_memory.errors import PatternTooCostly
-from agent_memory.store import apply_transforms
+from agent_memory.store import apply_transforms, grep_off_loop
 
 BOMB = r"(a|aa)+$"  # backtracks exponentially in every engine that backtracks
 VICTIM_LINE = "a" * 40 + "b"  # Python's re needs hours for this line: the time grows ~1.6x with each 'a'
@@ -64,3 +65,24 @@ async def test_other_requests_are_answered_while_a_costly_grep_runs(store: Memor
     assert other.result() == "1:another user's request"
     with pytest.raises(PatternTooCostly):
         await bomb
+
+
+async def test_a_users_greps_run_one_at_a_time_while_other_users_are_not_queued() -> None:
+    loop = asyncio.get_running_loop()
+    release = threading.Event()
+    started: dict[str, asyncio.Event] = {name: asyncio.Event() for name in ("a1", "a2", "b")}
+
+    def work(name: str) -> str:
+        loop.call_soon_threadsafe(started[name].set)
+        release.wait(30)
+        return name
+
+    a1 = asyncio.create_task(grep_off_loop("alice", lambda: work("a1")))
+    await started["a1"].wait()
+    a2 = asyncio.create_task(grep_off_loop("alice", lambda: work("a2")))
+    b = asyncio.create_task(grep_off_loop("bob", lambda: work("b")))
+    await started["b"].wait()  # bob's grep runs while alice's first one is still running
+
+    assert not started["a2"].is_set()  # alice's second waits for her first
+    release.set()
+    assert await asyncio.gather(a1, a2, b) == ["a1", "a2", "b"]

@@ -109,3 +109,29 @@ def test_a_killed_process_does_not_keep_the_server_running(
     )
 
     assert stats.returncode == 0, stats.stderr.decode()
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MB filesystem: far too small for the server's first start (initdb)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    mount = tmp_path / "full"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)]).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (no CAP_SYS_ADMIN)")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)])
+
+
+def test_a_full_disk_at_start_says_so_and_never_advises_deleting_the_data(full_disk: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_MEMORY_", "OPENAI_"))}
+    env["AGENT_MEMORY_HOME"] = str(full_disk / "home")
+    result = subprocess.run(
+        [sys.executable, "-m", "agent_memory.cli", "db", "status"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 3
+    assert "is full" in result.stderr and "do not delete" in result.stderr
+    assert "remove" not in result.stderr and "Traceback" not in result.stderr

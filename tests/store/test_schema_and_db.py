@@ -97,6 +97,22 @@ def test_redact_url_hides_only_the_password() -> None:
     assert redact_url("postgresql://u@db/x") == "postgresql://u@db/x"
 
 
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://u@db/x?password=s3cret", "postgresql://u@db/x?password=***"),
+        (
+            "postgresql://u@db/x?sslmode=require&password=s3cret&port=5",
+            "postgresql://u@db/x?sslmode=require&password=***&port=5",
+        ),
+        ("postgresql://u:a@db/x?sslpassword=k3y", "postgresql://u:***@db/x?sslpassword=***"),
+        ("postgresql:///x?host=/run/pg&passfile=/p", "postgresql:///x?host=/run/pg&passfile=/p"),
+    ],
+)
+def test_redact_url_hides_passwords_given_as_parameters(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
+
+
 async def test_embedded_server_requires_its_password(tmp_path_factory: pytest.TempPathFactory) -> None:
     from agent_memory.store import start_embedded_server
 
