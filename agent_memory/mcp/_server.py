@@ -38,6 +38,7 @@ from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from mcp.types import Resource as MCPResource
 from pydantic import BaseModel, Field
+from starlette.middleware import Middleware
 
 from ..auth import StoreTokenVerifier, TokenManager
 from ..errors import DatabaseUnavailable
@@ -55,6 +56,7 @@ from ..tools import (
     StoreResult,
 )
 from ..validation import check_user_id
+from ._bodies import Utf8BodyGuard
 from ._faults import DatabaseFaultGuard, answer_server_error
 from ._limits import PerUserSessionCap, SessionLimits
 from ._skills import register_skill_tools
@@ -330,6 +332,8 @@ async def serve_http(store: MemoryStore, host: str, port: int, *, log_level: str
     # The SDK's own cap (10,000) is for the whole server: one user must not be able to take every session.
     starlette_app = mcp.streamable_http_app()
     starlette_app.add_exception_handler(Exception, answer_server_error)
+    # appended: innermost, so it runs after authentication has set the request's user
+    starlette_app.user_middleware.append(Middleware(Utf8BodyGuard, max_bytes=HTTP_MAX_REQUEST_BYTES))
     app = PerUserSessionCap(
         starlette_app,
         owners=lambda: mcp.session_manager._session_owners,  # the SDK's record of who opened each session

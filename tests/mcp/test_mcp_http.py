@@ -254,3 +254,11 @@ async def test_concurrent_requests_cannot_open_more_sessions_than_the_cap(server
     async with httpx.AsyncClient(timeout=60) as client:
         answers = await asyncio.gather(*(client.post(server_url, json=INITIALIZE, headers=headers) for _ in range(30)))
     assert sorted(a.status_code for a in answers) == [200] * 20 + [429] * 10
+
+
+@pytest.mark.parametrize(
+    "body", [b"{not json", b"[]", b'{"jsonrpc": "2.0"}', b'"just a string"', b"\xff\xfe\x00", b"{" * 10_000]
+)
+def test_a_malformed_body_is_400_not_a_server_error(server_url: str, token: str, body: bytes) -> None:
+    headers = {**ACCEPT, "Authorization": f"Bearer {token}"}
+    assert httpx.post(server_url, content=body, headers=headers, timeout=30).status_code == 400
