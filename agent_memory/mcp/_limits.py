@@ -15,7 +15,6 @@ Example:
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
@@ -63,7 +62,7 @@ class PerUserSessionCap:
     ) -> None:
         self.app = app
         self.tarpit_seconds = tarpit_seconds
-        self.opening: Counter[str | None] = Counter()
+        self.opening: dict[str | None, tuple[anyio.Lock, int]] = {}
         self.owners = owners  # session id -> the SDK's AuthorizationContext (subject: the user)
         self.verifier = verifier
         self.limit = limit
@@ -80,17 +79,23 @@ class PerUserSessionCap:
         await self.app(scope, receive, send)
 
     async def _open_one(self, user: str | None, scope: Scope, receive: Receive, send: Send) -> None:
-        # Sessions being opened count too: concurrent requests would otherwise all see room for one more.
-        if self._open_sessions(user) + self.opening[user] >= self.limit:
-            await self._refuse(send)
-            return
-        self.opening[user] += 1
+        # One new session at a time per user: concurrent requests would otherwise all see room for one more
+        # (or count a session twice while it is being registered). Other users do not wait.
+        lock, waiting = self.opening.get(user, (anyio.Lock(), 0))
+        self.opening[user] = (lock, waiting + 1)
         try:
-            await self.app(scope, receive, send)
+            async with lock:
+                full = self._open_sessions(user) >= self.limit
+                if not full:
+                    await self.app(scope, receive, send)
+            if full:
+                await self._refuse(send)  # outside the lock: the tarpit must not hold up the user's next request
         finally:
-            self.opening[user] -= 1
-            if not self.opening[user]:
+            lock, waiting = self.opening[user]
+            if waiting == 1:
                 del self.opening[user]
+            else:
+                self.opening[user] = (lock, waiting - 1)
 
     def _open_sessions(self, user: str | None) -> int:
         return sum(1 for owner in list(self.owners().values()) if owner.get("subject") == user)
