@@ -43,6 +43,10 @@ class Settings(BaseSettings):
     search_min_score: float = Field(
         default=0.2, ge=0.0, le=1.0, description="Hits scoring below this are dropped (unrelated queries -> [])."
     )
+    ttl_days: dict[str, float] = Field(
+        default_factory=dict,
+        description='Days a memory of each type lives unless stored with its own expiry, e.g. {"command_output": 30}.',
+    )
 
     grep_timeout_seconds: float = Field(
         default=2.0,

@@ -379,3 +379,71 @@ CREATE TABLE IF NOT EXISTS agent_memory_ui_sessions (
 );
 
 UPDATE agent_memory_schema SET version = 7, applied_at = now() WHERE version < 7;
+
+-- ---------------------------------------------------------------------------------------------------
+-- Section 8 (version 8): memory lifecycle (issue: memory lifecycle)
+-- ---------------------------------------------------------------------------------------------------
+
+-- is_active now means "current": shown by search, lists, stats and the user layer. A retracted memory
+-- (status 'retracted') and a fact whose validity ended (valid_until set: a newer one on the same subject
+-- replaced it) are not current, but stay retrievable by key. A memory past expires_at is gone for every read and
+-- is deleted by `agent-memory purge`. version counts updates; the versions before the current one are kept in
+-- agent_memory_versions, byte for byte.
+ALTER TABLE agent_memories ADD COLUMN IF NOT EXISTS version INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE agent_memories ADD COLUMN IF NOT EXISTS status VARCHAR(16) NOT NULL DEFAULT 'held';
+ALTER TABLE agent_memories ADD COLUMN IF NOT EXISTS status_reason TEXT;
+ALTER TABLE agent_memories ADD COLUMN IF NOT EXISTS subject TEXT;
+ALTER TABLE agent_memories ADD COLUMN IF NOT EXISTS valid_from TIMESTAMPTZ;
+ALTER TABLE agent_memories ADD COLUMN IF NOT EXISTS valid_until TIMESTAMPTZ;
+ALTER TABLE agent_memories ADD COLUMN IF NOT EXISTS expires_at TIMESTAMPTZ;
+ALTER TABLE agent_memories ADD COLUMN IF NOT EXISTS updated_at TIMESTAMPTZ;
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conname = 'agent_memories_status_check') THEN
+        ALTER TABLE agent_memories ADD CONSTRAINT agent_memories_status_check
+            CHECK (status IN ('held', 'contested', 'retracted'));
+    END IF;
+END $$;
+DO $$ BEGIN
+    IF (SELECT version FROM agent_memory_schema) < 8 THEN  -- once: existing memories held since they were stored
+        UPDATE agent_memories SET valid_from = created_at WHERE valid_from IS NULL;
+        ALTER TABLE agent_memories ALTER COLUMN valid_from SET DEFAULT now();
+        ALTER TABLE agent_memories ALTER COLUMN valid_from SET NOT NULL;
+    END IF;
+END $$;
+CREATE INDEX IF NOT EXISTS agent_memories_user_subject_idx
+    ON agent_memories (user_id, subject, valid_from DESC) WHERE subject IS NOT NULL;
+CREATE INDEX IF NOT EXISTS agent_memories_expires_idx ON agent_memories (expires_at) WHERE expires_at IS NOT NULL;
+
+CREATE TABLE IF NOT EXISTS agent_memory_versions (
+    memory_id        UUID NOT NULL REFERENCES agent_memories(id) ON DELETE CASCADE,
+    version          INTEGER NOT NULL CHECK (version >= 1),
+    memory_type      VARCHAR(50) NOT NULL,
+    description      TEXT NOT NULL,
+    content          TEXT NOT NULL,
+    content_encoding VARCHAR(16) NOT NULL,
+    content_metadata JSONB NOT NULL,
+    token_count      INTEGER NOT NULL,
+    char_count       BIGINT NOT NULL,
+    content_sha256   CHAR(64) NOT NULL,
+    written_at       TIMESTAMPTZ NOT NULL,   -- when this version was written
+    actor            TEXT,
+    surface          VARCHAR(16) NOT NULL,
+    PRIMARY KEY (memory_id, version)
+);
+
+-- Who changed what: one row per store, update, retract, delete, import and purge of a memory. Rows go with their
+-- user (forget-user removes everything); the forget itself is recorded without the user (user_id NULL).
+CREATE TABLE IF NOT EXISTS agent_memory_audit (
+    id          BIGSERIAL PRIMARY KEY,
+    user_id     TEXT REFERENCES "User"("id") ON DELETE CASCADE,
+    memory_key  VARCHAR(255),
+    action      VARCHAR(16) NOT NULL,
+    actor       TEXT,
+    surface     VARCHAR(16) NOT NULL,
+    reason      TEXT,
+    details     JSONB NOT NULL DEFAULT '{}'::jsonb,
+    at          TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX IF NOT EXISTS agent_memory_audit_user_idx ON agent_memory_audit (user_id, id DESC);
+
+UPDATE agent_memory_schema SET version = 8, applied_at = now() WHERE version < 8;

@@ -24,7 +24,7 @@ from ._fusion import (
     mmr_rerank,
     noisy_or,
 )
-from ._hybrid import DEFAULT_MIN_SCORE, MEMORY_ITEM_COLUMNS, SearchOptions, hybrid_search, negated_words
+from ._hybrid import DEFAULT_MIN_SCORE, MEMORY_ITEM_COLUMNS, NOT_EXPIRED, SearchOptions, hybrid_search, negated_words
 from ._skills import SKILL_COLUMNS, rank_skills
 from ._worker import EmbeddingService, ReindexReport, embedding_text, vector_index_name, vector_literal
 
@@ -32,6 +32,7 @@ __all__ = [
     "CANDIDATES_PER_RANKER",
     "DEFAULT_MIN_SCORE",
     "MEMORY_ITEM_COLUMNS",
+    "NOT_EXPIRED",
     "RRF_K",
     "SKILL_COLUMNS",
     "TRIGRAM_MAX_WORDS",

@@ -71,8 +71,11 @@ ALL_RANKERS: tuple[Ranker, ...] = ("fts", "trigram", "dense")
 # The columns agent_memory.store.item_from_row reads; every query that returns MemoryItems selects these.
 MEMORY_ITEM_COLUMNS = (
     "m.memory_key, m.description, m.memory_type, m.token_count, m.char_count, m.created_at, "
-    "m.content_metadata, m.agent_id, m.thread_id, m.access_count, m.last_accessed_at, m.content_sha256"
+    "m.content_metadata, m.agent_id, m.thread_id, m.access_count, m.last_accessed_at, m.content_sha256, "
+    "m.version, m.status, m.status_reason, m.subject, m.valid_from, m.valid_until, m.expires_at, m.updated_at"
 )
+# Not past its expiry: a memory whose expires_at has passed is gone for every read until it is purged.
+NOT_EXPIRED = "(m.expires_at IS NULL OR m.expires_at > now())"
 
 # $1 the user's id (resolved by the store before the search, and bound as a value so the planner sees it: a
 # user with 200 memories is scanned through the user index, one with 100,000 through the text/vector indexes),
@@ -217,7 +220,7 @@ fused AS (
 SELECT {MEMORY_ITEM_COLUMNS}, left(m.content, 300) AS snippet,
        f.score::float8 AS score, f.rrf::float8 AS rrf, f.why
 FROM fused f JOIN agent_memories m ON m.id = f.id, neg
-WHERE neg.tsq IS NULL OR NOT (m.search_vector @@ neg.tsq)
+WHERE (neg.tsq IS NULL OR NOT (m.search_vector @@ neg.tsq)) AND {NOT_EXPIRED}
 ORDER BY f.score DESC, m.created_at DESC
 """
 

@@ -3,9 +3,10 @@
 from ._accounts import LoginStore
 from ._contexts import ContextStates, SavedContext
 from ._db import Database, redact_url, release_embedded_servers, schema_sql, start_embedded_server
+from ._rows import decode_content
 from ._scoping import find_user_pk
 from ._skills import SkillStore, SkillWrite
-from ._store import MemoryStore, decode_content
+from ._store import MemoryStore
 from ._team_specs import TeamSpecStore
 from ._threads import ThreadStore
 from ._tokens import TokenStore

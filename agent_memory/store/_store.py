@@ -19,10 +19,9 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import builtins
 import hashlib
-import re
-import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Unpack
@@ -35,6 +34,7 @@ from ..models import MemoryItem, MemoryStats
 from ..placeholders import is_valid_key
 from ..search import (
     MEMORY_ITEM_COLUMNS,
+    NOT_EXPIRED,
     Embedder,
     EmbeddingError,
     EmbeddingService,
@@ -55,42 +55,51 @@ from ..validation import (
     check_user_id,
 )
 from ._db import Database
+from ._export import export_lines, import_records, parse_export
+from ._lifecycle import MemoryLifecycle, check_surface, derive_subject, expiry_for, record, settle_subject
+from ._rows import decode_content, encode_content, item_from_row, new_key
 from ._scoping import ENSURE_USER_CTES, ENSURED_USER_PK, find_user_pk, owned_by
 from ._transforms import ContentView, apply_transforms, check_view, grep_off_loop
 
-_KEY_PREFIXES = {
-    "command_output": "cmd",
-    "tool_result": "tool",
-    "user_paste": "paste",
-    "user_preference": "pref",
-    "user_fact": "fact",
-    "note": "note",
-    "lesson": "lesson",
-    "skill": "skill",
-}
 _TOKEN_COUNT_IN_THREAD_CHARS = 200_000  # count big contents off the event loop
 
 # Every statement below takes the user's identifier as $1 and reaches the user's rows through the scoping module
 # (owned_by; the insert creates the user on first use in the same round trip and returns the user's id for the
 # vector writer).
 _INSERT_SQL = f"""
-WITH {ENSURE_USER_CTES}
-INSERT INTO agent_memories (user_id, memory_key, memory_type, description, content, content_encoding,
-    content_metadata, token_count, char_count, content_sha256, agent_id, thread_id)
-SELECT {ENSURED_USER_PK}, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12
-RETURNING memory_key, user_id
+WITH {ENSURE_USER_CTES},
+inserted AS (
+    INSERT INTO agent_memories (user_id, memory_key, memory_type, description, content, content_encoding,
+        content_metadata, token_count, char_count, content_sha256, agent_id, thread_id, subject, valid_from,
+        expires_at)
+    SELECT {ENSURED_USER_PK}, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, coalesce($14, now()), $15
+    RETURNING id, memory_key, user_id, valid_from
+),
+audited AS (
+    INSERT INTO agent_memory_audit (user_id, memory_key, action, actor, surface)
+    SELECT user_id, memory_key, 'store', $16, $17 FROM inserted
+)
+SELECT id, memory_key, user_id, valid_from FROM inserted
+"""
+# What storing a fact changed on its subject goes into the store's own audit row (one row per change).
+_AUDIT_DETAILS_SQL = """
+UPDATE agent_memory_audit SET details = $3
+WHERE id = (SELECT max(id) FROM agent_memory_audit WHERE user_id = $1 AND memory_key = $2 AND action = 'store')
 """
 _RETRIEVE_SQL = f"""
 UPDATE agent_memories m SET access_count = m.access_count + 1, last_accessed_at = now()
-WHERE {owned_by("m")} AND m.memory_key = $2 AND m.is_active
+WHERE {owned_by("m")} AND m.memory_key = $2 AND {NOT_EXPIRED}
 RETURNING m.content, m.content_encoding
 """
 _GET_SQL = f"""
-SELECT {MEMORY_ITEM_COLUMNS} FROM agent_memories m WHERE {owned_by("m")} AND m.memory_key = $2 AND m.is_active
+SELECT {MEMORY_ITEM_COLUMNS} FROM agent_memories m WHERE {owned_by("m")} AND m.memory_key = $2 AND {NOT_EXPIRED}
 """
 _LIST_SQL = f"""
 SELECT {MEMORY_ITEM_COLUMNS} FROM agent_memories m
-WHERE {owned_by("m")} AND m.is_active
+WHERE {owned_by("m")} AND {NOT_EXPIRED}
+  AND CASE WHEN $8::timestamptz IS NULL THEN m.is_active  -- now: what is current
+      ELSE m.status <> 'retracted' AND m.created_at <= $8 AND m.valid_from <= $8
+           AND (m.valid_until IS NULL OR m.valid_until > $8) END  -- as of $8: what held then
   AND ($2::text IS NULL OR m.memory_type = $2)
   AND ($3::text IS NULL OR m.thread_id = $3)
   AND ($4::text IS NULL OR m.agent_id = $4)
@@ -100,16 +109,39 @@ LIMIT $6 OFFSET $7
 """
 _STATS_SQL = f"""
 SELECT m.memory_type, count(*) AS n, coalesce(sum(m.token_count), 0) AS tokens
-FROM agent_memories m WHERE {owned_by("m")} AND m.is_active GROUP BY m.memory_type ORDER BY m.memory_type
+FROM agent_memories m WHERE {owned_by("m")} AND m.is_active AND {NOT_EXPIRED}
+GROUP BY m.memory_type ORDER BY m.memory_type
 """
-_DELETE_SQL = f"DELETE FROM agent_memories m WHERE {owned_by('m')} AND m.memory_key = $2 RETURNING 1"
+_DELETE_SQL = f"""
+WITH gone AS (
+    DELETE FROM agent_memories m WHERE {owned_by("m")} AND m.memory_key = $2 RETURNING m.user_id, m.memory_key
+),
+audited AS (
+    INSERT INTO agent_memory_audit (user_id, memory_key, action, actor, surface, reason)
+    SELECT user_id, memory_key, 'delete', $3, $4, $5 FROM gone
+)
+SELECT 1 FROM gone
+"""
+# What forget-user removes, counted before the user row goes (everything below cascades from it).
+_FORGET_RECEIPT_SQL = """
+SELECT (SELECT count(*) FROM agent_memories WHERE user_id = $1) AS memories,
+       (SELECT count(*) FROM agent_memory_versions v JOIN agent_memories m ON m.id = v.memory_id
+        WHERE m.user_id = $1) AS memory_versions,
+       (SELECT count(*) FROM "Thread" WHERE "userId" = $1) AS threads,
+       (SELECT count(*) FROM agent_memory_contexts WHERE user_id = $1) AS saved_contexts,
+       (SELECT count(*) FROM skills WHERE user_id = $1) AS skills,
+       (SELECT count(*) FROM agent_memory_mcp_tokens WHERE user_id = $1) AS mcp_tokens,
+       (SELECT count(*) FROM agent_memory_credentials WHERE user_id = $1) AS logins,
+       (SELECT count(*) FROM agent_memory_ui_sessions WHERE user_id = $1) AS ui_sessions,
+       (SELECT count(*) FROM agent_memory_audit WHERE user_id = $1) AS audit_rows
+"""
 _COUNT_ALL_SQL = f"SELECT count(*) FROM agent_memories m WHERE {owned_by('m')}"
 _DELETE_USER_SQL = 'DELETE FROM "User" WHERE identifier = $1'  # cascades to everything the user owns
 # $2 limit, $3 characters of content: the user's standing preferences and facts, newest first.
 _STANDING_SQL = f"""
 SELECT {MEMORY_ITEM_COLUMNS}, left(m.content, $3) AS head, m.content_encoding
 FROM agent_memories m
-WHERE {owned_by("m")} AND m.is_active AND m.memory_type IN ('user_preference', 'user_fact')
+WHERE {owned_by("m")} AND m.is_active AND {NOT_EXPIRED} AND m.memory_type IN ('user_preference', 'user_fact')
 ORDER BY m.created_at DESC, m.memory_key LIMIT $2
 """
 # $2 keys, $3 needles (lower case), $4 characters scanned: which needles each of the user's keys contains.
@@ -117,52 +149,11 @@ _KEYS_CONTAINING_SQL = f"""
 SELECT m.memory_key,
        ARRAY(SELECT i FROM unnest($3::text[]) AS i WHERE strpos(lower(left(m.content, $4)), i) > 0) AS hits
 FROM agent_memories m
-WHERE {owned_by("m")} AND m.memory_key = ANY($2::text[]) AND m.is_active
+WHERE {owned_by("m")} AND m.memory_key = ANY($2::text[]) AND m.is_active AND {NOT_EXPIRED}
 """
 
 
-def encode_content(content: str) -> tuple[str, str]:
-    """(stored text, encoding). PostgreSQL TEXT refuses NUL, so such content is escaped reversibly."""
-    if "\x00" not in content:
-        return content, "text"
-    return content.replace("\\", "\\\\").replace("\x00", "\\0"), "nul-escaped"
-
-
-_UNESCAPE_RE = re.compile(r"\\(\\|0)")
-
-
-def decode_content(stored: str, encoding: str) -> str:
-    if encoding == "text":
-        return stored
-    if encoding == "nul-escaped":
-        return _UNESCAPE_RE.sub(lambda m: "\\" if m[1] == "\\" else "\x00", stored)
-    raise ValueError(f"unknown content encoding {encoding!r}")
-
-
-def new_key(memory_type: str) -> str:
-    prefix = _KEY_PREFIXES.get(memory_type) or (re.sub(r"[^a-z0-9]", "", memory_type.lower())[:8] or "mem")
-    return f"{prefix}_{secrets.token_hex(6)}"
-
-
-def item_from_row(row: asyncpg.Record | dict[str, Any]) -> MemoryItem:
-    return MemoryItem(
-        memory_key=row["memory_key"],
-        description=row["description"],
-        memory_type=row["memory_type"],
-        score=row.get("score") if isinstance(row, dict) else None,
-        token_count=row["token_count"],
-        char_count=row["char_count"],
-        created_at=row["created_at"],
-        metadata=row["content_metadata"] or {},
-        agent_id=row["agent_id"],
-        thread_id=row["thread_id"],
-        access_count=row["access_count"],
-        last_accessed_at=row["last_accessed_at"],
-        content_sha256=row["content_sha256"],
-    )
-
-
-class MemoryStore:
+class MemoryStore(MemoryLifecycle):
     """Store and recall exact content per user.
 
     Open with :meth:`open` (embedded PostgreSQL unless ``dsn`` or ``AGENT_MEMORY_DATABASE_URL`` is given)
@@ -218,11 +209,18 @@ class MemoryStore:
         thread_id: str | None = None,
         metadata: dict[str, Any] | None = None,
         token_count: int | None = None,
+        valid_from: datetime | None = None,
+        expires_at: datetime | None = None,
+        actor: str | None = None,
+        surface: str = "api",
     ) -> str:
         """Store ``content`` exactly for ``user_id`` and return its new key.
 
         ``token_count`` may be passed when the caller already counted (MemoryContext does); otherwise it
         is counted with tiktoken. Raises ``ValueError`` for content that cannot be stored exactly.
+        A preference or fact (or any memory with ``metadata["subject"]``) replaces the earlier one on its subject
+        from ``valid_from`` (default now) on; ``expires_at`` (default: the type's ``AGENT_MEMORY_TTL_DAYS``) ends
+        it for every read. ``actor`` and ``surface`` go into the audit row.
         """
         user_id = check_user_id(user_id)
         raw = check_content(content, self.settings.max_content_bytes)
@@ -231,6 +229,12 @@ class MemoryStore:
         agent_id = check_identifier(agent_id, "agent_id", optional=True)
         thread_id = check_identifier(thread_id, "thread_id", optional=True)
         meta = check_metadata(metadata)
+        surface = check_surface(surface)
+        actor = check_identifier(actor, "actor", optional=True)
+        if valid_from is not None and valid_from.tzinfo is None:
+            raise ValueError("valid_from must carry a timezone")
+        expires = expiry_for(memory_type, expires_at, self.settings.ttl_days)
+        subject = derive_subject(memory_type, description, meta)
         if token_count is None:
             if len(content) > _TOKEN_COUNT_IN_THREAD_CHARS:
                 token_count = await asyncio.to_thread(count_tokens, content, self.settings.token_model)
@@ -238,13 +242,22 @@ class MemoryStore:
                 token_count = count_tokens(content, self.settings.token_model)
         stored, encoding = encode_content(content)
         sha = hashlib.sha256(raw).hexdigest()
+        args = (memory_type, description, stored, encoding, meta, token_count, len(content), sha, agent_id, thread_id,
+                subject, valid_from, expires, actor, surface)  # fmt: skip
         for _attempt in range(5):
             key = new_key(memory_type)
             try:
-                inserted = await self.db.pool.fetchrow(
-                    _INSERT_SQL, user_id, key, memory_type, description, stored, encoding, meta, token_count,
-                    len(content), sha, agent_id, thread_id,
-                )  # fmt: skip
+                if subject is None:
+                    inserted = await self.db.pool.fetchrow(_INSERT_SQL, user_id, key, *args)
+                else:  # one transaction: the new fact and the end of the one it replaces
+                    async with self.db.pool.acquire() as conn, conn.transaction():
+                        inserted = await conn.fetchrow(_INSERT_SQL, user_id, key, *args)
+                        assert inserted is not None
+                        changes = await settle_subject(
+                            conn, inserted["user_id"], subject, inserted["id"], inserted["valid_from"]
+                        )
+                        if len(changes) > 1:
+                            await conn.execute(_AUDIT_DETAILS_SQL, inserted["user_id"], key, changes)
             except asyncpg.UniqueViolationError:
                 continue  # key collision (48 random bits): draw another
             except asyncpg.NotNullViolationError:
@@ -333,8 +346,10 @@ class MemoryStore:
         since: datetime | None = None,
         limit: int = 50,
         offset: int = 0,
+        as_of: datetime | None = None,
     ) -> list[MemoryItem]:
-        """The user's memories, newest first, optionally filtered."""
+        """The user's current memories, newest first, optionally filtered; ``as_of``: those that held at that time
+        (a fact replaced since then included, one stored later or retracted not)."""
         user_id = check_user_id(user_id)
         limit = check_limit(limit, maximum=10_000)
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
@@ -343,7 +358,11 @@ class MemoryStore:
             memory_type = check_memory_type(memory_type)
         thread_id = check_identifier(thread_id, "thread_id", optional=True)
         agent_id = check_identifier(agent_id, "agent_id", optional=True)
-        rows = await self.db.pool.fetch(_LIST_SQL, user_id, memory_type, thread_id, agent_id, since, limit, offset)
+        if as_of is not None and as_of.tzinfo is None:
+            raise ValueError("as_of must carry a timezone")
+        rows = await self.db.pool.fetch(
+            _LIST_SQL, user_id, memory_type, thread_id, agent_id, since, limit, offset, as_of
+        )
         return [item_from_row(r) for r in rows]
 
     async def stats(self, *, user_id: str) -> MemoryStats:
@@ -395,22 +414,49 @@ class MemoryStore:
 
     # ------------------------------------------------------------------ delete
 
-    async def delete(self, key: str, *, user_id: str) -> None:
-        """Delete ``key``. Raises :class:`MemoryNotFound` when the user has no such memory."""
+    async def delete(
+        self, key: str, *, user_id: str, actor: str | None = None, surface: str = "api", reason: str | None = None
+    ) -> None:
+        """Delete ``key`` (and its versions). Raises :class:`MemoryNotFound` when the user has no such memory."""
         user_id = check_user_id(user_id)
+        surface = check_surface(surface)
         if not is_valid_key(key):
             raise MemoryNotFound(str(key))
-        deleted = await self.db.pool.fetchval(_DELETE_SQL, user_id, key)
+        deleted = await self.db.pool.fetchval(_DELETE_SQL, user_id, key, actor, surface, reason)
         if deleted is None:
             raise MemoryNotFound(key)
 
     async def forget_user(self, user_id: str) -> int:
         """Delete the user and everything they own (memories, threads, steps...). Returns memories deleted."""
+        return (await self.forget_user_receipt(user_id)).get("memories", 0)
+
+    async def forget_user_receipt(self, user_id: str, *, surface: str = "api") -> dict[str, int]:
+        """Delete the user and every row they own; return how many of each kind were removed (all zero and nothing
+        done for an unknown user). The forget itself is audited without the user: only a hash of the name."""
         user_id = check_user_id(user_id)
         async with self.db.pool.acquire() as conn, conn.transaction():
-            count = await conn.fetchval(_COUNT_ALL_SQL, user_id)
+            owner = await find_user_pk(conn, user_id)
+            if owner is None:
+                return {}
+            counts = dict(await conn.fetchrow(_FORGET_RECEIPT_SQL, owner) or {})
             await conn.execute(_DELETE_USER_SQL, user_id)
-        return int(count or 0)
+            details = {"user_sha256": hashlib.sha256(user_id.encode()).hexdigest(), **counts}
+            await record(conn, None, None, "forget", None, surface, None, details)
+        return {name: int(n) for name, n in counts.items()}
+
+    # ------------------------------------------------------------------ export / import
+
+    def export(self, *, user_id: str) -> AsyncIterator[str]:
+        """The user's memories as JSON Lines (a header line first), content byte for byte, with versions."""
+        return export_lines(self, check_user_id(user_id))
+
+    async def import_lines(
+        self, lines: Iterable[str], *, user_id: str, actor: str | None = None, surface: str = "api"
+    ) -> builtins.list[str]:
+        """Import an export (from any user or database) as memories of ``user_id``, all or none; the keys."""
+        user_id = check_user_id(user_id)
+        surface = check_surface(surface)
+        return await import_records(self, parse_export(lines), user_id=user_id, actor=actor, surface=surface)
 
     # ------------------------------------------------------------------ recall (MemoryContext)
 

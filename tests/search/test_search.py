@@ -119,13 +119,14 @@ async def test_min_score_drops_weaker_hits(store: MemoryStore, user_id: str) -> 
     assert all(i.score is not None and i.score >= cut for i in kept)
 
 
-async def test_updated_preference_returns_the_new_value_first(store: MemoryStore, user_id: str) -> None:
+async def test_updated_preference_returns_only_the_value_that_holds_now(store: MemoryStore, user_id: str) -> None:
     old = await store.store("Indent code with tabs.", user_id=user_id, description="indentation preference",
                             memory_type="user_preference")  # fmt: skip
     new = await store.store("Indent code with 4 spaces, not tabs.", user_id=user_id,
                             description="indentation preference", memory_type="user_preference")  # fmt: skip
     items = await store.search("tabs indentation", user_id=user_id, min_score=0.0)
-    assert [i.memory_key for i in items][:2] == [new, old]
+    assert [i.memory_key for i in items] == [new]  # the older one's validity ended when the new one was stored
+    assert (await store.get(old, user_id=user_id)).valid_until is not None
 
 
 async def test_explicit_supersedes_demotes_the_named_memory(store: MemoryStore, user_id: str) -> None:
