@@ -53,7 +53,9 @@ Memory and [MemoryRef: ...] placeholders:
   grep or a line range over reading everything.
 - To find something from earlier (past outputs, the user's preferences and facts), call search_memory(query).
 - Keep facts worth remembering with store_memory(content, description, memory_type) using memory_type
-  user_preference, user_fact or note.
+  user_preference, user_fact or note; start the description with its subject ("deploy target: canary").
+- When the user corrects something you remembered, or a stored preference or fact is no longer true, fix it
+  with update_memory(key, content=..., description=...) instead of storing a second, contradicting memory.
 - Copy keys exactly as written; never invent a key. Cite a placeholder instead of pasting large content.
 """
 

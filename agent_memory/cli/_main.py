@@ -48,6 +48,7 @@ COMMAND_PROVIDERS: dict[str, tuple[str, ...]] = {
     "agent_memory.cli._reindex:register": ("reindex",),
     "agent_memory.cli._skills:register": ("skills",),
     "agent_memory.cli._chat:register": ("chat", "agents"),
+    "agent_memory.cli._lifecycle:register": ("update", "history", "retract", "export", "import", "audit", "purge"),
 }
 
 Handler = Callable[[argparse.Namespace, "Cli"], Awaitable[int]]
@@ -153,7 +154,7 @@ async def cmd_store(args: argparse.Namespace, cli: Cli) -> int:
     store = await cli.store()
     key = await store.store(
         content, user_id=cli.user(), description=description, memory_type=args.type,
-        agent_id=args.agent, thread_id=args.thread, metadata=metadata,
+        agent_id=args.agent, thread_id=args.thread, metadata=metadata, actor=cli.user(), surface="cli",
     )  # fmt: skip
     if cli.json:
         item = await store.get(key, user_id=cli.user())
@@ -273,20 +274,19 @@ async def cmd_forget_user(args: argparse.Namespace, cli: Cli) -> int:
     from ..agents import forget_user_files  # the agents (AutoGen) load only for this command
 
     store = await cli.store()
-    exists = await store.user_exists(user)
-    count = await store.forget_user(user) if exists else 0
+    receipt = await store.forget_user_receipt(user, surface="cli")
     files = await asyncio.to_thread(forget_user_files, get_settings().resolved_home(), user)
-    if not exists and not files.directories:
+    if not receipt and not files.directories:
         cli.error(f"no user {user!r} in this database and no files of theirs: nothing to forget")
         return EXIT_NOT_FOUND
-    lines = [
-        f"forgot {user}:",
-        f"  {count} memor{'y' if count == 1 else 'ies'} deleted, with their threads, skills and login",
-    ]
+    count = receipt.get("memories", 0)
+    lines = [f"forgot {user}:", f"  {count} memor{'y' if count == 1 else 'ies'} deleted"]
+    lines += [f"  {n} {name.replace('_', ' ')} deleted" for name, n in receipt.items() if name != "memories" and n]
     lines += [f"  removed {d} ({files.files} files, {files.bytes} bytes)" for d in files.directories]
     if files.released_uid is not None:
         lines.append(f"  released sandbox uid {files.released_uid}")
-    cli.emit({"user": user, "deleted_memories": count, "removed_files": files.model_dump()}, "\n".join(lines))
+    data = {"user": user, "deleted_memories": count, "deleted_rows": receipt, "removed_files": files.model_dump()}
+    cli.emit(data, "\n".join(lines))
     return EXIT_OK
 
 

@@ -239,6 +239,8 @@ class Offloader:
             thread_id=self.thread_id,
             metadata=part.metadata,
             token_count=part.tokens,
+            actor=self.agent_id,
+            surface="agent",
         )
 
 

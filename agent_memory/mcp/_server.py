@@ -48,12 +48,15 @@ from ..tools import (
     MAX_LIST_LIMIT,
     MAX_SEARCH_LIMIT,
     DeleteResult,
+    HistoryResult,
     ListResult,
     MemoryToolbox,
+    RetractResult,
     RetrieveResult,
     SearchResult,
     StatsResult,
     StoreResult,
+    UpdateResult,
 )
 from ..validation import check_user_id
 from ._bodies import Utf8BodyGuard
@@ -265,6 +268,47 @@ def create_server(
         key: Annotated[str, Field(description="memory key to delete")], ctx: Context[Any, Any, Any]
     ) -> Annotated[CallToolResult, DeleteResult]:
         return await _call(mcp.toolbox(ctx).delete_memory(key))
+
+    @mcp.tool(
+        title="Correct a memory",
+        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False),
+        description=(
+            "Correct one of the user's memories in place (new content and/or description). The key stays; the "
+            "previous version is kept and listed by memory_history. Every change is audited."
+        ),
+    )
+    async def update_memory(
+        key: Annotated[str, Field(description="memory key to correct")],
+        ctx: Context[Any, Any, Any],
+        content: Annotated[str | None, Field(description="the corrected text (omit to keep it)")] = None,
+        description: Annotated[str | None, Field(description="the corrected description (omit to keep it)")] = None,
+    ) -> Annotated[CallToolResult, UpdateResult]:
+        return await _call(mcp.toolbox(ctx).update_memory(key, content=content, description=description))
+
+    @mcp.tool(
+        title="History of a memory",
+        annotations=read_only,
+        description="Every version of one memory (who, when, through which surface) and its status.",
+    )
+    async def memory_history(
+        key: Annotated[str, Field(description="memory key")], ctx: Context[Any, Any, Any]
+    ) -> Annotated[CallToolResult, HistoryResult]:
+        return await _call(mcp.toolbox(ctx).memory_history(key))
+
+    @mcp.tool(
+        title="Retract a memory",
+        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True),
+        description=(
+            "Retract one of the user's memories that is wrong or no longer true: it leaves search and the user's "
+            "standing facts but stays retrievable by key, marked retracted with the reason."
+        ),
+    )
+    async def retract_memory(
+        key: Annotated[str, Field(description="memory key to retract")],
+        reason: Annotated[str, Field(description="why it is retracted", min_length=1, max_length=2000)],
+        ctx: Context[Any, Any, Any],
+    ) -> Annotated[CallToolResult, RetractResult]:
+        return await _call(mcp.toolbox(ctx).retract_memory(key, reason))
 
     @mcp.tool(
         title="Memory statistics",

@@ -20,6 +20,7 @@ from typing import Annotated, Any
 from autogen_core.tools import FunctionTool
 
 from ..store import MemoryStore
+from ._editing import UpdateResult
 from ._toolbox import (
     DEFAULT_MAX_CHARS,
     DEFAULT_MAX_STORE_BYTES,
@@ -30,7 +31,7 @@ from ._toolbox import (
     StoreResult,
 )
 
-MEMORY_TOOL_NAMES = frozenset({"retrieve_memory", "search_memory", "store_memory", "list_memories"})
+MEMORY_TOOL_NAMES = frozenset({"retrieve_memory", "search_memory", "store_memory", "list_memories", "update_memory"})
 """Names of these tools. Their results are already views of the store (capped, with a "how to read on" hint):
 a MemoryContext should not offload them again, or it stores duplicates and hides what the model asked for."""
 
@@ -49,6 +50,12 @@ STORE_DESCRIPTION = (
     "Store text exactly in long-term memory for this user and get back a key and a [MemoryRef: ...] "
     "placeholder to cite instead of repeating the text. Use for facts, preferences, results and notes worth "
     "keeping. memory_type: note, user_preference, user_fact, lesson, command_output, ..."
+)
+UPDATE_DESCRIPTION = (
+    "Correct a stored memory in place when what it says is wrong or out of date (the user corrects you, a "
+    "preference or fact changed): give its key and the new content and/or description. The key stays the same "
+    "and the old version is kept in its history. For a new preference or fact on the same subject, store_memory "
+    "with the same description prefix (e.g. 'deploy target: ...') also replaces the old one."
 )
 LIST_DESCRIPTION = (
     "List this user's stored memories, newest first, optionally only one memory_type, thread or agent, or "
@@ -126,10 +133,18 @@ def tools_from_toolbox(toolbox: MemoryToolbox, *, include_list: bool = True) -> 
             memory_type=memory_type, thread_id=thread_id, agent_id=agent_id, since=since, limit=limit
         )
 
+    async def update_memory(
+        key: Annotated[str, "memory key to correct, e.g. pref_1a2b3c4d5e6f"],
+        content: Annotated[str | None, "the corrected text (None: keep the content)"] = None,
+        description: Annotated[str | None, "the corrected description (None: keep it)"] = None,
+    ) -> UpdateResult:
+        return await toolbox.update_memory(key, content=content, description=description)
+
     tools: list[FunctionTool] = [
         MemoryFunctionTool(retrieve_memory, RETRIEVE_DESCRIPTION, name="retrieve_memory"),
         MemoryFunctionTool(search_memory, SEARCH_DESCRIPTION, name="search_memory"),
         MemoryFunctionTool(store_memory, STORE_DESCRIPTION, name="store_memory"),
+        MemoryFunctionTool(update_memory, UPDATE_DESCRIPTION, name="update_memory"),
     ]
     if include_list:
         tools.append(MemoryFunctionTool(list_memories, LIST_DESCRIPTION, name="list_memories"))

@@ -37,6 +37,8 @@ from ..models import MemoryItem
 from ..placeholders import format_memory_ref
 from ..store import MemoryStore, apply_transforms, compile_pattern, grep_off_loop, parse_line_range, split_lines
 from ..validation import check_identifier, check_user_id
+from ._editing import EditingTools
+from ._errors import MemoryToolError, _check_key, _not_found
 
 DEFAULT_MAX_CHARS = 16_000  # 4k (prose) to 7k (number-dense logs) tokens: readable, never a flood
 HARD_MAX_CHARS = 200_000
@@ -44,10 +46,6 @@ DEFAULT_MAX_STORE_BYTES = 10 * 1024 * 1024  # bigger payloads belong to MemoryCo
 MAX_SEARCH_LIMIT = 50
 MAX_LIST_LIMIT = 500
 _THREAD_CHARS = 1_000_000  # transform big contents off the event loop
-
-
-class MemoryToolError(ValueError):
-    """Bad input to a memory tool; the message says what was wrong and what to do instead."""
 
 
 class MemorySummary(BaseModel):
@@ -206,21 +204,7 @@ def _check_int(value: object, name: str, lo: int, hi: int | None = None) -> int:
     return value
 
 
-def _check_key(key: object) -> str:
-    if not isinstance(key, str):
-        raise MemoryToolError(f"key must be a string such as 'cmd_1a2b3c4d5e6f', got {type(key).__name__}")
-    return key.strip()
-
-
-def _not_found(key: str) -> MemoryToolError:
-    shown = key if len(key) <= 80 else key[:77] + "..."
-    return MemoryToolError(
-        f"no memory with key {shown!r}. Keys look like cmd_1a2b3c4d5e6f and appear in [MemoryRef: <key> - ...] "
-        "placeholders; use search_memory or list_memories to find one."
-    )
-
-
-class MemoryToolbox:
+class MemoryToolbox(EditingTools):
     """Memory operations bound to one user (and optionally one agent and thread).
 
     Args:
@@ -436,6 +420,7 @@ class MemoryToolbox:
             key = await self.store.store(
                 content, user_id=self.user_id, description=description, memory_type=memory_type,
                 agent_id=self.agent_id, thread_id=self.thread_id, metadata={"source": self.source},
+                actor=self._actor, surface=self._surface,
             )  # fmt: skip
             item = await self.store.get(key, user_id=self.user_id)
         except ValueError as exc:
@@ -449,7 +434,7 @@ class MemoryToolbox:
         """Delete memory ``key`` for good."""
         key = _check_key(key)
         try:
-            await self.store.delete(key, user_id=self.user_id)
+            await self.store.delete(key, user_id=self.user_id, actor=self._actor, surface=self._surface)
         except MemoryNotFound:
             raise _not_found(key) from None
         return DeleteResult(key=key, deleted=True)

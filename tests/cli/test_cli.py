@@ -187,3 +187,40 @@ def test_db_status_says_whether_executed_code_can_be_isolated(tmp_path: Path) ->
     assert without_bwrap.returncode == 0
     assert b"code isolation: NOT AVAILABLE" in without_bwrap.stdout
     assert b"apt-get install bubblewrap" in without_bwrap.stdout
+
+
+def test_update_history_retract_and_audit_from_the_command_line(user_id: str, tmp_path: Path) -> None:
+    key = run("store", "--user", user_id, "-d", "deploy target: blue-green", "-t", "user_preference",
+              stdin=b"blue-green").stdout.decode().strip()  # fmt: skip
+    new = tmp_path / "new.txt"
+    new.write_bytes(b"canary \x00 releases\n")
+
+    assert run("update", key, str(new), "--user", user_id, "-d", "deploy target: canary").returncode == 0
+    history = json.loads(run("history", key, "--user", user_id, "--json").stdout)
+    retracted = run("retract", key, "--user", user_id, "--reason", "no fixed target")
+    audit = json.loads(run("audit", "--user", user_id, "--key", key, "--json").stdout)
+
+    assert [v["version"] for v in history["versions"]] == [1, 2] and history["versions"][0]["surface"] == "cli"
+    assert retracted.returncode == 0 and b"retracted" in retracted.stdout
+    assert [e["action"] for e in audit] == ["retract", "update", "store"]
+    assert run("retrieve", key, "--user", user_id).stdout == b"canary \x00 releases\n"
+    assert json.loads(run("list", "--user", user_id, "--json").stdout) == []
+
+
+def test_export_and_import_round_trip_byte_for_byte(user_id: str, other_user_id: str, tmp_path: Path) -> None:
+    data = b"\x00 exact \r\n bytes \xe2\x9c\x85\n"
+    key = run("store", "--user", user_id, stdin=data).stdout.decode().strip()
+    out = tmp_path / "export.jsonl"
+
+    assert run("export", "--user", user_id, "--out", str(out)).returncode == 0
+    imported = run("import", str(out), "--user", other_user_id, "--json")
+    assert imported.returncode == 0 and json.loads(imported.stdout)["keys"] == [key]
+    assert run("retrieve", key, "--user", other_user_id).stdout == data
+    again = run("export", "--user", other_user_id).stdout.decode().splitlines()
+    assert again[1:] == out.read_text(encoding="utf-8").splitlines()[1:]
+    assert run("import", str(out), "--user", other_user_id).returncode == 2  # the keys exist now
+
+
+def test_history_of_another_users_key_exits_1(user_id: str, other_user_id: str) -> None:
+    key = run("store", "--user", user_id, stdin=b"mine").stdout.decode().strip()
+    assert run("history", key, "--user", other_user_id).returncode == 1

@@ -16,7 +16,10 @@ from agent_memory import MemoryStore
 from agent_memory.mcp import create_server
 from agent_memory.placeholders import parse_memory_refs
 
-TOOLS = {"store_memory", "retrieve_memory", "search_memory", "list_memories", "delete_memory", "memory_stats"}
+TOOLS = {
+    "store_memory", "retrieve_memory", "search_memory", "list_memories", "delete_memory", "memory_stats",
+    "update_memory", "memory_history", "retract_memory",
+}  # fmt: skip
 
 
 @asynccontextmanager
@@ -224,3 +227,30 @@ async def test_a_costly_grep_is_a_tool_error_and_the_server_keeps_running(
         result = await session.call_tool("retrieve_memory", {"key": key, "grep": r"(a|aa)+$"})
         assert result.isError and "too costly" in text(result)
         assert (await ok(session, "retrieve_memory", key=key, grep="b$"))["content"] == "1:" + "a" * 40 + "b"
+
+
+async def test_update_history_and_retract_over_mcp(store: MemoryStore, user_id: str) -> None:
+    async with connect(store, user_id) as session:
+        key = (await ok(session, "store_memory", content="tabs", description="indent: tabs"))["key"]
+        updated = await ok(session, "update_memory", key=key, content="4 spaces", description="indent: 4 spaces")
+        retracted = await ok(session, "retract_memory", key=key, reason="the user has no preference after all")
+        history = await ok(session, "memory_history", key=key)
+
+    assert updated["version"] == 2 and retracted["status"] == "retracted"
+    assert [(v["version"], v["surface"], v["current"]) for v in history["versions"]] == [
+        (1, "mcp", False),
+        (2, "mcp", True),
+    ]
+    assert history["status"] == "retracted" and history["status_reason"] == "the user has no preference after all"
+    assert await store.retrieve_version(key, 1, user_id=user_id) == "tabs"
+    assert [e.action for e in await store.audit_log(user_id=user_id, key=key)] == ["retract", "update", "store"]
+
+
+async def test_another_users_key_cannot_be_updated_over_mcp(
+    store: MemoryStore, user_id: str, other_user_id: str
+) -> None:
+    key = await store.store("mine", user_id=user_id)
+    async with connect(store, other_user_id) as session:
+        result = await session.call_tool("update_memory", {"key": key, "content": "theirs"})
+    assert result.isError and f"no memory with key {key!r}" in text(result)
+    assert await store.retrieve(key, user_id=user_id) == "mine"

@@ -204,3 +204,18 @@ async def test_a_costly_grep_is_a_tool_error_the_model_can_act_on(
     saved = await toolbox.store_memory("a" * 40 + "b", "line that makes (a|aa)+$ backtrack")
     with pytest.raises(MemoryToolError, match=r"too costly.*simpler pattern"):
         await toolbox.retrieve_memory(saved.key, grep=r"(a|aa)+$")
+
+
+async def test_the_agent_corrects_a_fact_with_update_memory_and_the_change_is_audited(
+    toolbox: MemoryToolbox, store: MemoryStore
+) -> None:
+    saved = await toolbox.store_memory("Lyon", "home city: Lyon", "user_fact")
+    updated = await toolbox.update_memory(saved.key, content="Paris", description="home city: Paris")
+
+    assert updated.version == 2 and "version 2" in updated.render()
+    assert await store.retrieve(saved.key, user_id=toolbox.user_id) == "Paris"
+    audit = await store.audit_log(user_id=toolbox.user_id, key=saved.key)
+    assert [(e.action, e.actor, e.surface) for e in audit] == [
+        ("update", "coder", "agent"),
+        ("store", "coder", "agent"),
+    ]

@@ -25,7 +25,8 @@ async def call(tool: FunctionTool, **args: Any) -> Any:
 
 def test_tools_have_names_descriptions_and_typed_schemas(store: MemoryStore, user_id: str) -> None:
     tools = by_name(memory_tools(store, user_id))
-    assert set(tools) == {"retrieve_memory", "search_memory", "store_memory", "list_memories"} == MEMORY_TOOL_NAMES
+    assert set(tools) == {"retrieve_memory", "search_memory", "store_memory", "list_memories", "update_memory"}
+    assert set(tools) == MEMORY_TOOL_NAMES
     retrieve = tools["retrieve_memory"].schema
     assert "MemoryRef" in retrieve.get("description", "")
     params = retrieve.get("parameters", {})
@@ -42,7 +43,7 @@ def test_tools_have_names_descriptions_and_typed_schemas(store: MemoryStore, use
 
 def test_list_tool_can_be_left_out(store: MemoryStore, user_id: str) -> None:
     names = [t.name for t in memory_tools(store, user_id, include_list=False)]
-    assert names == ["retrieve_memory", "search_memory", "store_memory"]
+    assert names == ["retrieve_memory", "search_memory", "store_memory", "update_memory"]
 
 
 async def test_store_search_retrieve_round_trip(store: MemoryStore, user_id: str) -> None:
@@ -114,7 +115,13 @@ async def test_an_assistant_agent_calls_retrieve_and_the_model_reads_the_rendere
         result = await agent.run(task=TextMessage(content=f"What failed in {key}?", source="user"))
         assert llm.errors == []
         first, second = llm.requests
-    assert set(first.tool_names) == {"retrieve_memory", "search_memory", "store_memory", "list_memories"}
+    assert set(first.tool_names) == {
+        "retrieve_memory",
+        "search_memory",
+        "store_memory",
+        "list_memories",
+        "update_memory",
+    }
     tool_message = next(m for m in second.messages if m.get("role") == "tool")
     tokens = (await store.get(key, user_id=user_id)).token_count
     assert tool_message["content"] == (
