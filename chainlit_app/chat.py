@@ -200,7 +200,7 @@ class ChatSession:
 
     async def delete_memory(self, key: str) -> None:
         try:
-            await self.store.delete(key, user_id=self.user_id)
+            await self.store.delete(key, user_id=self.user_id, actor=self.user_id, surface="ui")
         except MemoryNotFound:
             await cl.Message(content=f"No memory `{key}`.", author="agent-memory").send()
             return

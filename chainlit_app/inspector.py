@@ -107,7 +107,7 @@ async def get_content(key: str, user: Identifier, download: bool = False) -> Res
 @router.delete("/memory-api/memories/{key}")
 async def delete_memory(key: str, user: Identifier) -> dict[str, Any]:
     try:
-        await (await get_store()).delete(key, user_id=user)
+        await (await get_store()).delete(key, user_id=user, actor=user, surface="ui")
     except MemoryNotFound as exc:
         raise HTTPException(status_code=404, detail=str(exc)) from exc
     return {"deleted": key}

@@ -115,7 +115,7 @@ def test_bad_tokens_are_401(server_url: str, authorization: str) -> None:
 async def test_valid_token_serves_its_user(server_url: str, token: str, store: MemoryStore, user_id: str) -> None:
     key = await store.store("one\nERROR two\nthree\n", user_id=user_id, description="seeded")
     async with connect(server_url, token) as session:
-        assert len((await session.list_tools()).tools) == 6
+        assert len((await session.list_tools()).tools) == 9
         assert (await ok(session, "retrieve_memory", key=key, grep="ERROR"))["content"] == "2:ERROR two"
         stored = await ok(session, "store_memory", content="via http", description="http note")
         assert [str(r.uri) for r in (await session.list_resources()).resources] == [

@@ -41,7 +41,7 @@ async def test_official_stdio_client_talks_to_the_subprocess(store: MemoryStore,
         init = await session.initialize()
         assert init.serverInfo.name == "agent-memory"
         assert init.instructions and "MemoryRef" in init.instructions
-        assert len((await session.list_tools()).tools) == 6
+        assert len((await session.list_tools()).tools) == 9
 
         got = await session.call_tool("retrieve_memory", {"key": key, "grep": "FATAL"})
         assert not got.isError
@@ -75,6 +75,7 @@ async def test_autogen_mcp_workbench_calls_the_tools(store: MemoryStore, user_id
         names = {t["name"] for t in await wb.list_tools()}
         assert names == {
             "store_memory", "retrieve_memory", "search_memory", "list_memories", "delete_memory", "memory_stats",
+            "update_memory", "memory_history", "retract_memory",
         }  # fmt: skip
 
         stored = await wb.call_tool(

@@ -59,6 +59,31 @@ async def test_schema_applies_again_to_an_initialised_database_keeping_data(fres
         await second.close()
 
 
+_V8_COLUMNS = ("version", "status", "status_reason", "subject", "valid_from", "valid_until", "expires_at", "updated_at")
+
+
+async def test_a_version_7_database_upgrades_to_the_lifecycle_schema_in_place(fresh_database_url: str) -> None:
+    async with await MemoryStore.open(fresh_database_url, settings=Settings()) as store:
+        key = await store.store("stored before the upgrade", user_id="alice", memory_type="user_fact")
+        created = (await store.get(key, user_id="alice")).created_at
+    conn = await asyncpg.connect(fresh_database_url)
+    try:  # back to what version 7 had: no lifecycle columns or tables
+        await conn.execute("DROP TABLE agent_memory_versions, agent_memory_audit")
+        await conn.execute("ALTER TABLE agent_memories DROP CONSTRAINT agent_memories_status_check")
+        for column in _V8_COLUMNS:
+            await conn.execute(f"ALTER TABLE agent_memories DROP COLUMN {column}")
+        await conn.execute("UPDATE agent_memory_schema SET version = 7")
+    finally:
+        await conn.close()
+
+    async with await MemoryStore.open(fresh_database_url, settings=Settings()) as store:
+        item = await store.get(key, user_id="alice")
+        assert await store.db.schema_version() == 8
+        assert (item.version, item.status, item.valid_from, item.valid_until) == (1, "held", created, None)
+        assert await store.retrieve(key, user_id="alice") == "stored before the upgrade"
+        assert (await store.update(key, user_id="alice", content="after")).version == 2
+
+
 async def test_schema_file_is_one_transaction_safe_script() -> None:
     sql = schema_sql()
     assert "DROP TABLE" not in sql.upper()
