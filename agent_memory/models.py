@@ -40,6 +40,7 @@ class MemoryItem(BaseModel):
     valid_until: datetime | None = None
     expires_at: datetime | None = None
     updated_at: datetime | None = None
+    why: dict[str, Any] | None = None  # search only: each ranker's {"rank", "evidence"} that found it
 
     @property
     def current(self) -> bool:

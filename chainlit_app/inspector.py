@@ -56,6 +56,12 @@ def item_json(item: MemoryItem) -> dict[str, Any]:
         "score": item.score,
         "access_count": item.access_count,
         "metadata": item.metadata,
+        "version": item.version,
+        "status": item.status,
+        "status_reason": item.status_reason,
+        "subject": item.subject,
+        "valid_until": item.valid_until.isoformat() if item.valid_until else None,
+        "why": item.why,
     }
 
 
@@ -90,6 +96,21 @@ async def get_memory(key: str, user: Identifier) -> dict[str, Any]:
     except MemoryNotFound as exc:
         raise HTTPException(status_code=404, detail=str(exc)) from exc
     return item_json(item)
+
+
+@router.get("/memory-api/memories/{key}/history")
+async def get_history(key: str, user: Identifier) -> dict[str, Any]:
+    store = await get_store()
+    try:
+        versions = await store.history(key, user_id=user)
+    except MemoryNotFound as exc:
+        raise HTTPException(status_code=404, detail=str(exc)) from exc
+    audit = await store.audit_log(user_id=user, key=key)
+    return {
+        "key": key,
+        "versions": [v.model_dump(mode="json") for v in versions],
+        "audit": [e.model_dump(mode="json") for e in audit],
+    }
 
 
 @router.get("/memory-api/memories/{key}/content")

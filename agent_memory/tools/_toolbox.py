@@ -60,6 +60,9 @@ class MemorySummary(BaseModel):
     agent_id: str | None = None
     thread_id: str | None = None
     score: float | None = Field(default=None, description="search relevance, higher is better")
+    why: dict[str, Any] | None = Field(
+        default=None, description="search only: which rankers found it, each with its rank and evidence (0-1)"
+    )
     placeholder: str = Field(description="the [MemoryRef: ...] line that stands for this memory in a context")
 
     @classmethod
@@ -67,7 +70,7 @@ class MemorySummary(BaseModel):
         return cls(
             key=item.memory_key, description=item.description, memory_type=item.memory_type,
             token_count=item.token_count, char_count=item.char_count, created_at=item.created_at,
-            agent_id=item.agent_id, thread_id=item.thread_id, score=item.score,
+            agent_id=item.agent_id, thread_id=item.thread_id, score=item.score, why=item.why,
             placeholder=format_memory_ref(item.memory_key, item.description, item.token_count),
         )  # fmt: skip
 

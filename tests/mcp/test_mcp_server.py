@@ -254,3 +254,11 @@ async def test_another_users_key_cannot_be_updated_over_mcp(
         result = await session.call_tool("update_memory", {"key": key, "content": "theirs"})
     assert result.isError and f"no memory with key {key!r}" in text(result)
     assert await store.retrieve(key, user_id=user_id) == "mine"
+
+
+async def test_search_hits_say_which_rankers_found_them(store: MemoryStore, user_id: str) -> None:
+    async with connect(store, user_id) as session:
+        await ok(session, "store_memory", content="pytest: 3 failed, ERROR in test_login", description="test run")
+        hits = (await ok(session, "search_memory", query="failed test_login"))["results"]
+    assert set(hits[0]["why"]) <= {"key", "fts", "trigram", "dense"} and hits[0]["why"]
+    assert all(0 <= e["evidence"] <= 1 and e["rank"] >= 1 for e in hits[0]["why"].values())

@@ -166,6 +166,25 @@ async def test_the_memory_api_serves_the_logged_in_user_only(app: str, ui_store:
     assert await ui_store.retrieve(theirs, user_id="erin") == "erin's secret\n"
 
 
+async def test_the_inspector_shows_history_status_and_why_a_hit_was_found(app: str, ui_store: MemoryStore) -> None:
+    key = await ui_store.store("tabs", user_id="carol", description="indent: tabs", memory_type="user_preference")
+    await ui_store.update(key, user_id="carol", content="4 spaces", actor="carol", surface="cli")
+    await ui_store.retract(key, user_id="carol", reason="no preference after all", surface="cli")
+    theirs = await ui_store.store("erin's", user_id="erin")
+    async with logged_in(app, "carol", "carol-secret-password") as client:
+        history = (await client.get(f"/memory-api/memories/{key}/history")).json()
+        item = (await client.get(f"/memory-api/memories/{key}")).json()
+        found = await ui_store.store("the deploy failed: ERROR 137", user_id="carol", description="deploy log")
+        hits = (await client.get("/memory-api/memories", params={"q": "deploy failed"})).json()["memories"]
+        assert (await client.get(f"/memory-api/memories/{theirs}/history")).status_code == 404
+
+    assert [v["version"] for v in history["versions"]] == [1, 2]
+    assert [e["action"] for e in history["audit"]] == ["retract", "update", "store"]
+    assert (item["status"], item["status_reason"], item["version"]) == ("retracted", "no preference after all", 2)
+    assert hits[0]["key"] == found and "fts" in hits[0]["why"]
+    assert 0 < hits[0]["why"]["fts"]["evidence"] <= 1
+
+
 async def test_header_login_without_the_header_fails_without_a_401(app: str) -> None:
     # Chainlit's client answers any 401 by loading /login, even after a password login succeeded meanwhile.
     async with httpx.AsyncClient(base_url=app, timeout=30) as client:
