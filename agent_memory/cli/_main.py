@@ -111,7 +111,11 @@ def _json_default(value: Any) -> Any:
 def item_line(item: MemoryItem) -> str:
     score = f"  score={item.score:.4f}" if item.score is not None else ""
     when = item.created_at.strftime("%Y-%m-%d %H:%M")
-    return f"{item.memory_key}  {item.memory_type:<15} {item.token_count:>8} tok  {when}  {item.description}{score}"
+    status = "" if item.status == "held" else f"  [{item.status}]"
+    return (
+        f"{item.memory_key}  {item.memory_type:<15} {item.token_count:>8} tok  {when}  {item.description}{score}"
+        f"{status}"
+    )
 
 
 # ---------------------------------------------------------------------------------------------- commands
@@ -166,10 +170,19 @@ async def cmd_store(args: argparse.Namespace, cli: Cli) -> int:
 
 async def cmd_retrieve(args: argparse.Namespace, cli: Cli) -> int:
     store = await cli.store()
-    text = await store.retrieve(
-        args.key, user_id=cli.user(), head=args.head, tail=args.tail, lines=args.lines, grep=args.grep,
-        context=args.context, ignore_case=args.ignore_case, max_matches=args.max_matches,
-    )  # fmt: skip
+    if args.version is not None:  # an earlier version, exact; views apply to it as to the current one
+        from ..store import apply_transforms
+
+        full = await store.retrieve_version(args.key, args.version, user_id=cli.user())
+        text = apply_transforms(
+            full, head=args.head, tail=args.tail, lines=args.lines, grep=args.grep, context=args.context,
+            ignore_case=args.ignore_case, max_matches=args.max_matches,
+        )  # fmt: skip
+    else:
+        text = await store.retrieve(
+            args.key, user_id=cli.user(), head=args.head, tail=args.tail, lines=args.lines, grep=args.grep,
+            context=args.context, ignore_case=args.ignore_case, max_matches=args.max_matches,
+        )  # fmt: skip
     if cli.json:
         item = await store.get(args.key, user_id=cli.user())
         cli.emit({**item.model_dump(mode="json"), "content": text})
@@ -237,9 +250,16 @@ async def cmd_list(args: argparse.Namespace, cli: Cli) -> int:
                 ) from None
         if since is not None and since.tzinfo is None:
             since = since.astimezone()
+    as_of = None
+    if args.as_of:
+        try:
+            as_of = datetime.fromisoformat(args.as_of)
+        except ValueError:
+            raise UsageError(f"--as-of must be an ISO date/time such as 2026-01-31T12:00, got {args.as_of!r}") from None
+        as_of = as_of if as_of.tzinfo else as_of.astimezone()
     items = await (await cli.store()).list(
         user_id=cli.user(), memory_type=args.type, thread_id=args.thread, agent_id=args.agent, since=since,
-        limit=args.limit, offset=args.offset,
+        limit=args.limit, offset=args.offset, as_of=as_of,
     )  # fmt: skip
     cli.emit([i.model_dump(mode="json") for i in items], "\n".join(item_line(i) for i in items) or "no memories")
     return EXIT_OK
@@ -369,6 +389,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--context", "-C", type=int, default=0, help="lines of context around grep matches")
     p.add_argument("--ignore-case", "-i", action="store_true", help="case-insensitive grep")
     p.add_argument("--max-matches", type=int, help="stop after N grep matches")
+    p.add_argument("--version", type=int, help="an earlier version (see `history`); default: the current one")
     _common(p)
     p.set_defaults(handler=cmd_retrieve)
 
@@ -388,6 +409,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--since", help="only memories created at or after this local ISO date/time, or an age: 24h, 7d")
     p.add_argument("--limit", "-n", type=int, default=50)
     p.add_argument("--offset", type=int, default=0)
+    p.add_argument("--as-of", help="what held at this ISO date/time (replaced facts included, later ones not)")
     _common(p)
     p.set_defaults(handler=cmd_list)
 

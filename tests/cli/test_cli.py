@@ -224,3 +224,17 @@ def test_export_and_import_round_trip_byte_for_byte(user_id: str, other_user_id:
 def test_history_of_another_users_key_exits_1(user_id: str, other_user_id: str) -> None:
     key = run("store", "--user", user_id, stdin=b"mine").stdout.decode().strip()
     assert run("history", key, "--user", other_user_id).returncode == 1
+
+
+def test_retrieve_an_earlier_version_and_list_what_held_then(user_id: str) -> None:
+    key = run("store", "--user", user_id, "-d", "home city", "-t", "user_fact", stdin=b"Lyon\x00").stdout.decode()
+    key = key.strip()
+    held = json.loads(run("show", key, "--user", user_id, "--json").stdout)["valid_from"]
+    run("update", key, "--user", user_id, stdin=b"Paris")
+    newer = run("store", "--user", user_id, "-d", "home city", "-t", "user_fact", stdin=b"Rome").stdout.decode()
+
+    assert run("retrieve", key, "--user", user_id, "--version", "1").stdout == b"Lyon\x00"
+    then = json.loads(run("list", "--user", user_id, "--as-of", held, "--json").stdout)
+    now = json.loads(run("list", "--user", user_id, "--json").stdout)
+    assert [m["memory_key"] for m in then] == [key]
+    assert [m["memory_key"] for m in now] == [newer.strip()]
