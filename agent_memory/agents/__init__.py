@@ -8,7 +8,7 @@ Example:
 
 from ._builder import AgentBuilder, AgentSession, has_code_block
 from ._code_agent import CODE_AGENT_SYSTEM_MESSAGE, CodeAgent
-from ._events import MemoryContextEvent, MemoryStoredEvent
+from ._events import CodeProgressEvent, MemoryContextEvent, MemoryStoredEvent
 from ._executor import ExecutionResult, ExecutorAgent, LocalProcessGroupExecutor
 from ._model_config import ModelConfigError, ModelSettings, load_memory_model_client, load_model_client
 from ._sandbox import IsolationReport, SandboxPolicy, SandboxUnavailable, isolation_report, sandbox_uid
@@ -24,6 +24,7 @@ __all__ = [
     "AgentSession",
     "CodeAgent",
     "CodeAgentSpec",
+    "CodeProgressEvent",
     "ContextSpec",
     "ExecutionResult",
     "ExecutorAgent",

@@ -66,7 +66,7 @@ from ..tokens import count_tokens
 from ..tools import memory_tools
 from ..validation import check_user_id
 from ._code_agent import CODE_AGENT_SYSTEM_MESSAGE, CodeAgent
-from ._events import MemoryContextEvent, MemoryStoredEvent
+from ._events import CodeProgressEvent, MemoryContextEvent, MemoryStoredEvent
 from ._executor import ExecutorAgent, LocalProcessGroupExecutor
 from ._model_config import load_memory_model_client, load_model_client
 from ._spec import DEFAULT_TEAM_SPEC, TeamSpec
@@ -400,7 +400,7 @@ class AgentBuilder:
             "termination_condition": self.build_termination(),
             "max_turns": spec.max_turns,
             "runtime": self.runtime,
-            "custom_message_types": [MemoryStoredEvent, MemoryContextEvent],
+            "custom_message_types": [MemoryStoredEvent, MemoryContextEvent, CodeProgressEvent],
         }
         if spec.team == "round_robin":
             return RoundRobinGroupChat([code_agent, executor_agent], **common)

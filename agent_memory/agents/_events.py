@@ -48,3 +48,17 @@ class MemoryContextEvent(BaseAgentEvent):
     def to_text(self) -> str:
         keys = ", ".join(self.memory_keys) or "-"
         return f"memory {self.action}: {keys}" + (f" ({self.detail})" if self.detail else "")
+
+
+class CodeProgressEvent(BaseAgentEvent):
+    """Code is still running: time so far, bytes of output so far and its last lines (UIs show a live step)."""
+
+    elapsed_s: float
+    output_bytes: int
+    tail: str = Field(default="", description="the last lines of the output so far (at most ~4,000 characters)")
+    languages: list[str] = Field(default_factory=list)
+    type: Literal["CodeProgressEvent"] = "CodeProgressEvent"
+
+    def to_text(self) -> str:
+        last = self.tail.rstrip("\n").rsplit("\n", 1)[-1] if self.tail.strip() else ""
+        return f"running {self.elapsed_s:.0f}s, {self.output_bytes} bytes of output" + (f": {last}" if last else "")

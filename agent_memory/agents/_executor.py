@@ -34,7 +34,7 @@ import os
 import signal
 import time
 import warnings
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 from hashlib import sha256
 from inspect import iscoroutinefunction
@@ -60,6 +60,7 @@ from ..context import OffloadedPart, Offloader, Refused
 from ..placeholders import format_memory_ref
 from ..store import MemoryStore
 from ._events import MemoryStoredEvent
+from ._progress import OutputTail, status_line, while_running
 from ._sandbox import (
     INSTALL_HINT,
     SandboxedCommand,
@@ -188,6 +189,7 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
         self._owner = owner
         self._home = Path(home).expanduser() if home is not None else None
         self._uid: int | None = None
+        self.on_output: Callable[[bytes], None] | None = None  # each chunk as it arrives (live progress)
 
     @property
     def max_output_bytes(self) -> int:
@@ -340,6 +342,8 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
         async def read_all(stream: asyncio.StreamReader) -> None:
             nonlocal total
             while chunk := await stream.read(_READ_CHUNK):
+                if self.on_output is not None:
+                    self.on_output(chunk)
                 total += len(chunk)
                 room = cap - len(kept)
                 if room > 0:
@@ -400,23 +404,6 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
     @classmethod
     def _from_config(cls, config: LocalProcessGroupExecutorConfig) -> Self:  # type: ignore[override]
         return cls(**config.model_dump(exclude={"sandbox"}), sandbox=config.sandbox)
-
-
-def status_line(result: CodeResult) -> str:
-    """One line the model can act on: exit status, time, timeout, truncation."""
-    duration = getattr(result, "duration_s", None)
-    took = f" in {duration:.2f}s" if isinstance(duration, float) else ""
-    if getattr(result, "timed_out", False):
-        text = f"TIMED OUT{took}: the process group was killed (exit code {result.exit_code})."
-    elif result.exit_code == 0:
-        text = f"Exit code 0 (success){took}."
-    else:
-        text = f"FAILED with exit code {result.exit_code}{took}."
-    if getattr(result, "truncated", False):
-        text += f" Output was capped: {getattr(result, 'output_bytes', 0)} bytes produced, the rest discarded."
-    if getattr(result, "not_utf8", False):
-        text += " The output is not valid UTF-8: undecodable bytes are shown as \\xNN escapes."
-    return text
 
 
 EXECUTOR_DESCRIPTION = (
@@ -498,7 +485,23 @@ class ExecutorAgent(CodeExecutorAgent):
             yield Response(chat_message=TextMessage(content=text, source=self.name))
             return
         started = time.monotonic()
-        result = await self._code_executor.execute_code_blocks(code_blocks, cancellation_token=cancellation_token)
+        executor = self._code_executor
+        run = asyncio.create_task(executor.execute_code_blocks(code_blocks, cancellation_token=cancellation_token))
+        try:
+            if isinstance(executor, LocalProcessGroupExecutor):  # it reports output as it comes: show it live
+                tail = OutputTail()
+                executor.on_output = tail.feed
+                try:
+                    languages = [b.language for b in code_blocks]
+                    async for progress in while_running(run, tail, source=self.name, languages=languages):
+                        yield progress
+                finally:
+                    executor.on_output = None
+            result = await run
+        except BaseException:
+            run.cancel()  # the consumer went away (Stop, a closed stream): the run's processes are killed
+            await asyncio.wait({run})  # ... before this returns, so nothing of the run outlives it
+            raise
         if not isinstance(getattr(result, "duration_s", None), float):  # e.g. the Docker executor
             result = ExecutionResult(
                 exit_code=result.exit_code,

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +12,7 @@ from autogen_agentchat.messages import CodeExecutionEvent, TextMessage
 from autogen_core import CancellationToken
 from autogen_core.code_executor import CodeBlock
 from support.databases import open_store
+from support.processes import marker_seconds, processes_with, wait_until
 from support.scripted_llm import ScriptedLLM
 
 from agent_memory import MemoryStore
@@ -28,30 +26,10 @@ from agent_memory.agents import (
 from agent_memory.placeholders import parse_memory_refs
 
 
-def processes_with(marker: str) -> list[str]:
-    """Command lines of live processes that mention ``marker`` (zombies excluded; -ww: never cut at 80 columns)."""
-    out = subprocess.run(["ps", "-ww", "-eo", "stat=,args="], capture_output=True, text=True, check=True).stdout
-    return [line for line in out.splitlines() if marker in line and not line.lstrip().startswith("Z")]
-
-
-async def wait_until(condition, limit_s: float = 20.0) -> None:  # type: ignore[no-untyped-def]
-    """Poll a condition (a process appearing is not an event we can await)."""
-    deadline = time.monotonic() + limit_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        await asyncio.sleep(0.05)
-
-
 async def run_stream(agent: ExecutorAgent, code: str) -> list[Any]:
     """Everything the executor agent yields for one message of the coder holding ``code``."""
     message = TextMessage(content=code, source="coder")
     return [item async for item in agent.on_messages_stream([message], CancellationToken())]
-
-
-def marker_seconds() -> str:
-    # A unique sleep duration identifies this test's processes in `ps`.
-    return f"{700 + uuid.uuid4().int % 9000}.{uuid.uuid4().int % 1000:03d}"
 
 
 async def test_timeout_kills_the_whole_process_tree(tmp_path: Path) -> None:

@@ -12,7 +12,6 @@ import os
 import socket
 import stat
 import subprocess
-import uuid
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -20,6 +19,7 @@ import pytest
 from autogen_core import CancellationToken
 from autogen_core.code_executor import CodeBlock
 from support.databases import open_store
+from support.processes import marker_seconds, processes_with
 
 from agent_memory.agents import LocalProcessGroupExecutor, SandboxPolicy, SkillsAgentBuilder, isolation_report
 from agent_memory.agents._executor import SANDBOX_UNAVAILABLE_EXIT_CODE
@@ -31,18 +31,9 @@ pytestmark = pytest.mark.skipif(not isolation_report().available, reason="bubble
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="per-user uids are used only when running as root")
 
 
-def processes_with(marker: str) -> list[str]:
-    out = subprocess.run(["ps", "-ww", "-eo", "stat=,args="], capture_output=True, text=True, check=True).stdout
-    return [line for line in out.splitlines() if marker in line and not line.lstrip().startswith("Z")]
-
-
 def pids_of(pattern: str) -> list[str]:
     out = subprocess.run(["pgrep", "-a", "-f", pattern], capture_output=True, text=True, check=False).stdout
     return out.splitlines()
-
-
-def marker() -> str:
-    return f"{800 + uuid.uuid4().int % 9000}.{uuid.uuid4().int % 1000:03d}"
 
 
 @pytest.fixture
@@ -93,7 +84,7 @@ async def test_each_user_runs_under_their_own_stable_uid_and_owns_their_work_dir
 
 async def test_a_user_cannot_see_or_signal_another_users_running_process(home: Path) -> None:
     alice, bob = executor_for(home, "alice"), executor_for(home, "bob")
-    seconds = marker()
+    seconds = marker_seconds()
     alice_run = asyncio.create_task(run(alice, f"sleep {seconds}; echo alice-finished"))
     try:
         for _ in range(1200):  # polled: another process starting is not an event we can await
@@ -196,7 +187,7 @@ async def test_a_work_directory_replaced_by_a_symlink_is_refused_not_followed(ho
 
 
 async def test_background_processes_end_with_the_run(home: Path) -> None:
-    seconds = marker()
+    seconds = marker_seconds()
     code = (
         f"(setsid sleep {seconds} &)\nnohup sleep {seconds} >/dev/null 2>&1 &\n"
         f"bash -c '(sleep {seconds} &) &'\nsleep 0.2\necho left-behind"
@@ -208,7 +199,7 @@ async def test_background_processes_end_with_the_run(home: Path) -> None:
 
 
 async def test_a_timeout_ends_every_process_of_the_run(home: Path) -> None:
-    seconds = marker()
+    seconds = marker_seconds()
     executor = LocalProcessGroupExecutor(
         timeout=2, work_dir=home / "work" / "alice" / "t1", owner="alice", home=home, sandbox=SandboxPolicy()
     )
