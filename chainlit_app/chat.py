@@ -7,11 +7,12 @@ event                          shown as
 =============================  ==================================================================
 CodeAgent ``TextMessage``      a step named after the agent (markdown: code blocks show as code)
 streaming chunks               tokens streamed into that step while the model writes
-``ToolCallRequestEvent``       a ``tool`` step per call; memory tools get a 🧠 "recalled" marker
+``ToolCallRequestEvent``       a ``tool`` step per call; memory tools get a "memory: recalled" marker
 ``ToolCallExecutionEvent``     the result, in the same step
-``MemoryStoredEvent``          a 🧠 "stored in memory" marker with the placeholder
-``CodeExecutionEvent``         an executor step: exit status, placeholder + excerpt, and a link that
-                               fetches the full output from the store when clicked
+``CodeProgressEvent``          the running step: "running python · 12 s", the last lines of output so far
+``MemoryStoredEvent``          a "memory: stored" marker (tokens kept out, link to the full output)
+``CodeExecutionEvent``         the same step, finished: "ran python · exit 0 in 2.1 s", the placeholder +
+                               excerpt, and a link that fetches the full output from the store when clicked
 ``TaskResult``                 the final answer as a message (or why the run stopped)
 =============================  ==================================================================
 """
@@ -49,6 +50,7 @@ log = logging.getLogger(__name__)
 MEMORY_TOOLS = MEMORY_TOOL_NAMES
 RECALL_TOOLS = MEMORY_TOOL_NAMES - {"store_memory"}  # the memory tools that read
 TERMINATE_RE = re.compile(r"\s*\bTERMINATE\b\s*$")
+FENCE_LANGUAGE_RE = re.compile(r"^```(\w+)", re.MULTILINE)  # the languages of the blocks the executor runs
 
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~&])")
@@ -125,6 +127,12 @@ def executor_markdown(text: str, key: str | None) -> str:
         f"**{as_text(lines[0])}**\n\nThe output went to memory; the conversation keeps {inline_code(ref)} and this "
         f"excerpt:\n\n{fenced(excerpt)}\n\n{content_link(key)}"
     )
+
+
+def finished_status(report: str) -> str:
+    """The executor report's first line as a short step title: "exit 0 in 2.10s", "FAILED with exit code 1"."""
+    first = report.split("\n", 1)[0].split(". ", 1)[0].rstrip(".")
+    return re.sub(r"^Exit code 0 \(success\)", "exit 0", first)[:80]
 
 
 class ChatSession:
@@ -204,7 +212,7 @@ class ChatSession:
         except MemoryNotFound:
             await cl.Message(content=f"No memory `{key}`.", author="agent-memory").send()
             return
-        await cl.Message(content=f"🗑️ Deleted memory `{key}`.", author="agent-memory").send()
+        await cl.Message(content=f"Deleted memory `{key}`.", author="agent-memory").send()
 
 
 class Renderer:
@@ -219,12 +227,14 @@ class Renderer:
         self.last_text_step: cl.Step | None = None
         self.last_author: str | None = None
         self.last_executor_text: str | None = None
+        self.running: dict[str, cl.Step] = {}  # executor name -> its step while code runs
 
     async def close_open_steps(self) -> None:
-        for step in [*self.streaming.values(), *self.tool_steps.values()]:
+        for step in [*self.streaming.values(), *self.tool_steps.values(), *self.running.values()]:
             await step.__aexit__(None, None, None)
         self.streaming.clear()
         self.tool_steps.clear()
+        self.running.clear()
 
     async def render(self, event: BaseAgentEvent | BaseChatMessage | TaskResult) -> None:
         if isinstance(event, TaskResult):
@@ -236,6 +246,8 @@ class Renderer:
                 await step.__aenter__()
                 self.streaming[event.source] = step
             await step.stream_token(event.content)
+        elif getattr(event, "type", "") == "CodeProgressEvent":
+            await self.code_progress(event)
         elif getattr(event, "type", "") == "MemoryStoredEvent":
             await self.memory_stored(event)
         elif isinstance(event, CodeExecutionEvent):
@@ -268,12 +280,24 @@ class Renderer:
 
     async def memory_stored(self, event: Any) -> None:
         self.stored[event.source] = event.memory_key
-        async with cl.Step(name=f"🧠 memory: stored {event.memory_key}", type="tool", icon="brain") as step:
-            step.input = event.placeholder
-            step.output = (
-                f"{event.token_count:,} tokens of {as_text(event.memory_type)} went to memory; the context keeps "
-                f"only\n{inline_code(event.placeholder)}\n\n{content_link(event.memory_key)}"
+        async with cl.Step(name=f"memory: stored {event.memory_key}", type="tool", icon="brain") as step:
+            step.output = (  # the placeholder itself is shown once, in the executor's step
+                f"{event.token_count:,} tokens of {as_text(event.memory_type)} went to memory, out of the "
+                f"context.\n\n{content_link(event.memory_key)}"
             )
+
+    async def code_progress(self, event: Any) -> None:
+        """Code still runs: its step shows the time so far and the last lines of output, updated in place."""
+        step = self.running.get(event.source)
+        if step is None:
+            step = cl.Step(name=event.source, type="tool", icon="terminal", default_open=True)
+            await step.__aenter__()
+            self.running[event.source] = step
+        elapsed = f"{event.elapsed_s:.1f}" if event.elapsed_s < 10 else f"{event.elapsed_s:.0f}"
+        step.name = f"running {'/'.join(event.languages) or 'code'} · {elapsed} s"
+        tail = fenced(event.tail) if event.tail else "(no output yet)"
+        step.output = f"{event.output_bytes:,} bytes of output so far; the last lines:\n\n{tail}"
+        await step.update()
 
     async def code_executed(self, event: CodeExecutionEvent) -> None:
         text = event.result.output
@@ -282,8 +306,15 @@ class Renderer:
         if key is None:
             refs = parse_memory_refs(text)
             key = refs[0].key if refs else None
-        async with cl.Step(name=event.source, type="tool", icon="terminal", default_open=True) as step:
-            step.output = executor_markdown(text, key)
+        languages = "/".join(dict.fromkeys(FENCE_LANGUAGE_RE.findall(self.last_text or ""))) or "code"
+        step = self.running.pop(event.source, None)
+        if step is None:
+            step = cl.Step(name=event.source, type="tool", icon="terminal", default_open=True)
+            await step.__aenter__()
+        step.name = f"ran {languages} · {finished_status(text)}"
+        step.is_error = not text.startswith("Exit code 0")
+        step.output = executor_markdown(text, key)
+        await step.__aexit__(None, None, None)
 
     async def tool_requested(self, event: ToolCallRequestEvent) -> None:
         streamed = self.streaming.pop(event.source, None)
@@ -291,7 +322,7 @@ class Renderer:
             await streamed.__aexit__(None, None, None)
         for call in event.content:
             recall = call.name in RECALL_TOOLS
-            name = f"🧠 memory: recalled with {call.name}" if recall else call.name
+            name = f"memory: recalled with {call.name}" if recall else call.name
             step = cl.Step(name=name, type="tool", icon="brain" if call.name in MEMORY_TOOLS else None)
             step.language = "json"
             step.input = call.arguments
@@ -314,13 +345,13 @@ class Renderer:
         keys = ", ".join(event.memory_keys) or "-"
         if event.action == "stored":
             name, text = (
-                f"🧠 memory: stored {keys}",
+                f"memory: stored {keys}",
                 f"Kept out of the context, in memory: {as_text(event.detail or keys)}",
             )
         elif event.action == "expanded":
-            name, text = f"🧠 memory: expanded {keys}", "Your message refers to it: the relevant part is in context."
+            name, text = f"memory: expanded {keys}", "Your message refers to it: the relevant part is in context."
         else:
-            name, text = f"🧠 memory: recalled {keys}", "Your memories that may answer this request are in context."
+            name, text = f"memory: recalled {keys}", "Your memories that may answer this request are in context."
         async with cl.Step(name=name, type="tool", icon="brain") as step:
             step.output = text + "".join(f"\n\n{content_link(k)}" for k in event.memory_keys[:3])
 

@@ -140,21 +140,24 @@ def prepare_app_root(home: Path) -> Path:
 
 
 # Chainlit's login form asks for an "Email address"; our logins are user names (``agent-memory user add NAME``).
-_LOGIN_WORDING = {
+# Its step titles read "Using <name>" / "Used <name>"; ours say what happened ("ran python · exit 0 in 2.1s").
+_WORDING = {
     ("auth", "login", "form", "email", "label"): "User name",
     ("auth", "login", "form", "email", "required"): "user name is a required field",
     ("auth", "login", "errors", "credentialsSignin"): "Wrong user name or password.",
+    ("chat", "messages", "status", "using"): "",
+    ("chat", "messages", "status", "used"): "",
 }
 
 
 def _write_translations(directory: Path) -> None:
-    """Chainlit's English texts with the login wording above (Chainlit keeps files that exist)."""
+    """Chainlit's English texts with the wording above (Chainlit keeps files that exist)."""
     spec = importlib.util.find_spec("chainlit")
     if spec is None or spec.origin is None:
         return
     source = Path(spec.origin).parent / "translations" / "en-US.json"
     texts = json.loads(source.read_text(encoding="utf-8"))
-    for path, text in _LOGIN_WORDING.items():
+    for path, text in _WORDING.items():
         node = texts
         for key in path[:-1]:
             node = node.setdefault(key, {})

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,6 +38,11 @@ BOB, BOB_PASSWORD = "bob", "bob-secret-password"
 BIG_COMMAND = "seq 1 3000 | sed 's/^/inventory row /'"
 BIG_OUTPUT = "".join(f"inventory row {i}\n" for i in range(1, 3001))
 SLOW_COMMAND = "sleep 937"
+# Prints three lines, then waits for the test to create `go` in its work directory (at most 120 s).
+BUILD_COMMAND = (
+    'for part in 1 2 3; do echo "building part $part of 3"; done\n'
+    "for i in $(seq 1200); do [ -e go ] && break; sleep 0.1; done\necho build finished"
+)
 KEY_RE = re.compile(r"\[MemoryRef: (?P<key>[A-Za-z0-9_.:-]+) - ")
 TIMEOUT_MS = 60_000
 
@@ -67,6 +73,8 @@ def brain(request: RecordedRequest) -> Reply | str:
         keys = KEY_RE.findall(request.text)
         return Reply.tool_call("retrieve_memory", {"key": keys[-1], "tail": 1}) if keys else "No listing. TERMINATE"
     ran = _is_executor_report(_text(last)) and not _text(last).startswith("No code blocks")
+    if "build" in task and not ran:
+        return f"Building.\n\n```bash\n{BUILD_COMMAND}\n```"
     if "slow job" in task and not ran:
         return f"Running it.\n\n```bash\n{SLOW_COMMAND}\n```"
     if "inventory" in task and not ran:
@@ -85,10 +93,13 @@ def llm() -> Iterator[ScriptedLLM]:
 
 
 @pytest.fixture(scope="module")
-def app(
-    ui_database: str, ui_store: MemoryStore, llm: ScriptedLLM, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
-    home = tmp_path_factory.mktemp("ui-home")
+def ui_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("ui-home")
+
+
+@pytest.fixture(scope="module")
+def app(ui_database: str, ui_store: MemoryStore, llm: ScriptedLLM, ui_home: Path) -> Iterator[str]:
+    home = ui_home
     env = ui_env(
         ui_database, home, OPENAI_BASE_URL=llm.base_url, OPENAI_API_KEY="test-key", AGENT_MEMORY_MODEL="gpt-4o"
     )
@@ -293,6 +304,21 @@ async def test_stop_cancels_the_run_and_kills_the_command(alice: Page) -> None:
             break
         await alice.wait_for_timeout(100)
     assert sleepers() == []
+
+
+async def test_a_running_command_shows_its_output_live_then_its_result(alice: Page, ui_home: Path) -> None:
+    await send(alice, "please run the build")
+    running = alice.get_by_text(re.compile(r"running bash · [0-9.]+ s"))
+    await expect(running).to_be_visible(timeout=TIMEOUT_MS)
+    await expect(alice.get_by_text("building part 3 of 3").last).to_be_visible(timeout=TIMEOUT_MS)
+    await expect(alice.get_by_text("bytes of output so far")).to_be_visible()
+    await screenshot(alice, "08-running-step")
+    for work_dir in (ui_home / "work").glob("*/*"):  # the thread directories (only alice runs code)
+        (work_dir / "go").touch()  # the command ends only after its step was seen running
+
+    await expect(alice.get_by_text(re.compile(r"ran bash · exit 0 in [0-9.]+s")).last).to_be_visible(timeout=TIMEOUT_MS)
+    await expect(alice.get_by_text("build finished").last).to_be_visible()
+    await expect(running).to_have_count(0)
 
 
 async def test_bob_sees_none_of_alices_threads_or_memories(bob_context: BrowserContext, app: str) -> None:
