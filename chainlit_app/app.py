@@ -25,9 +25,11 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from agent_memory.auth import UserAccounts, auth_secret
 from agent_memory.config import header_auth_enabled
+from agent_memory.store import ThreadStore
 from chainlit_app import header_login, inspector, login_throttle, security_headers, sessions
 from chainlit_app.chat import ChatSession, memory_overview, search_overview
 from chainlit_app.runtime import AgentMemoryDataLayer, close_store, database_url, drop_chainlit_ci_key, get_store
+from chainlit_app.thread_pages import ForeignThreadPages
 
 inspector.mount(server_app)
 
@@ -40,6 +42,12 @@ async def _end_sessions(identifier: str) -> int | None:
     return await UserAccounts((await get_store()).db).end_sessions(identifier)
 
 
+async def _thread_owner(thread_id: str) -> str | None:
+    return await ThreadStore((await get_store()).db).owner(thread_id)
+
+
+# Inner to the session guard (added first), so it sees a revoked session as logged out.
+server_app.add_middleware(ForeignThreadPages, owner=_thread_owner)  # another user's /thread/<id>: "not found"
 # Sessions end on logout, password change and user deletion; they last AGENT_MEMORY_UI_SESSION_HOURS.
 chainlit_config.project.user_session_timeout = sessions.session_lifetime_seconds(os.environ)
 server_app.add_middleware(sessions.SessionGuard, versions=_session_version, end_sessions=_end_sessions)

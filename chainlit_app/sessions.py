@@ -57,7 +57,7 @@ def session_lifetime_seconds(environ: Mapping[str, str]) -> int:
     return int(hours * 3600)
 
 
-def _cookies(headers: list[tuple[bytes, bytes]]) -> dict[str, str]:
+def cookies_of(headers: list[tuple[bytes, bytes]]) -> dict[str, str]:
     jar: dict[str, str] = {}
     for name, value in headers:
         if name.lower() == b"cookie":
@@ -109,7 +109,7 @@ class SessionGuard:
 
     async def _checked(self, scope: Scope) -> Scope:
         headers: list[tuple[bytes, bytes]] = list(scope.get("headers") or [])
-        token = get_token_from_cookies(_cookies(headers)) or _bearer(headers)
+        token = get_token_from_cookies(cookies_of(headers)) or _bearer(headers)
         if not token:
             return scope
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -260,8 +261,7 @@ async def test_the_stored_output_is_in_the_memory_inspector(alice: Page, app: st
 
 
 async def test_the_memories_command_shows_tokens_kept_out_of_the_context(alice: Page) -> None:
-    await alice.locator("#command-Memories").click()
-    await send(alice, "this thread")
+    await alice.locator("#command-Memories").click()  # shows them at once: no message to type and send
     await expect(alice.get_by_text("memory kept")).to_be_visible(timeout=TIMEOUT_MS)
     await expect(alice.get_by_text(AliceThread.key).last).to_be_visible()
 
@@ -346,9 +346,16 @@ async def test_bob_opening_alices_thread_url_gets_nothing_and_changes_nothing(
         'SELECT count(*) FROM "Step" WHERE "threadId" = $1', AliceThread.thread_id
     )
     page = await bob_context.new_page()
-    await page.goto(f"{app}/thread/{AliceThread.thread_id}")
-    await expect(page.get_by_text("Couldn't resume chat")).to_be_visible(timeout=TIMEOUT_MS)
+    response = await page.goto(f"{app}/thread/{AliceThread.thread_id}")
+    assert response is not None and response.status == 404
+    await expect(page.get_by_role("heading", name="Chat not found")).to_be_visible(timeout=TIMEOUT_MS)
     await expect(page.get_by_text("inventory")).to_have_count(0)
+    never_existed = await bob_context.request.get(f"{app}/thread/{uuid.uuid4()}")
+    foreign = await bob_context.request.get(f"{app}/thread/{AliceThread.thread_id}")
+    assert (never_existed.status, foreign.status) == (404, 404)
+    assert (await foreign.text()).replace(AliceThread.thread_id, "ID") == (await never_existed.text()).replace(
+        never_existed.url.rsplit("/", 1)[-1], "ID"
+    )
     await screenshot(page, "07-bob-foreign-thread-url")
     await page.close()
     pool = ui_store.db.pool
