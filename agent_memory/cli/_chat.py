@@ -22,11 +22,12 @@ import asyncio
 import contextlib
 import json
 import logging
+import shutil
 import signal
 import sys
 import threading
 import warnings
-from typing import Any
+from typing import Any, TextIO
 
 from autogen_agentchat.base import TaskResult
 from autogen_agentchat.messages import (
@@ -40,7 +41,15 @@ from autogen_agentchat.messages import (
 )
 from autogen_core import CancellationToken
 
-from ..agents import AgentBuilder, AgentSession, MemoryContextEvent, MemoryStoredEvent, ModelConfigError, TeamSpec
+from ..agents import (
+    AgentBuilder,
+    AgentSession,
+    CodeProgressEvent,
+    MemoryContextEvent,
+    MemoryStoredEvent,
+    ModelConfigError,
+    TeamSpec,
+)
 from ..store import TeamSpecStore
 from ..tools import MEMORY_TOOL_NAMES
 from ._main import EXIT_NOT_FOUND, EXIT_OK, EXIT_TURN_FAILED, EXIT_USAGE, Cli, UsageError
@@ -89,6 +98,52 @@ def event_json(item: BaseAgentEvent | BaseChatMessage | TaskResult) -> dict[str,
     return dict(item.model_dump(mode="json"))
 
 
+class ProgressPrinter:
+    """Shows code that is still running: one line rewritten in place on a terminal; piped, a line now and then.
+
+    Example:
+        >>> import io
+        >>> out = io.StringIO()
+        >>> printer = ProgressPrinter(out, tty=False)
+        >>> printer.show(CodeProgressEvent(source="executor", elapsed_s=6.0, output_bytes=12, tail="step 1\\n"))
+        >>> out.getvalue()
+        '[running code 6 s, 12 bytes] step 1\\n'
+    """
+
+    FIRST_PIPED_S = 5.0  # piped output (logs, CI) gets no line for blocks that finish within seconds ...
+    EVERY_PIPED_S = 10.0  # ... and one every 10 s for those that run longer
+
+    def __init__(self, stream: TextIO, *, tty: bool) -> None:
+        self.stream = stream
+        self.tty = tty
+        self._shown = False
+        self._next_piped = self.FIRST_PIPED_S
+        self._last_elapsed = 0.0
+
+    def show(self, event: CodeProgressEvent) -> None:
+        if event.elapsed_s < self._last_elapsed:  # a new run
+            self._next_piped = self.FIRST_PIPED_S
+        self._last_elapsed = event.elapsed_s
+        last = event.tail.rstrip("\n").rsplit("\n", 1)[-1].strip() if event.tail.strip() else ""
+        line = f"[running {'/'.join(event.languages) or 'code'} {event.elapsed_s:.0f} s, {event.output_bytes:,} bytes]"
+        line += f" {last}" if last else ""
+        if self.tty:
+            width = shutil.get_terminal_size().columns
+            self.stream.write("\r\x1b[K" + line[: max(width - 1, 20)])
+            self.stream.flush()
+            self._shown = True
+        elif event.elapsed_s >= self._next_piped:
+            self.stream.write(line + "\n")
+            self.stream.flush()
+            self._next_piped = event.elapsed_s + self.EVERY_PIPED_S
+
+    def clear(self) -> None:
+        """Remove the in-place line before other output is printed."""
+        if self._shown:
+            self.stream.write("\r\x1b[K")
+            self._shown = False
+
+
 class _LineReader:
     """Reads stdin lines in a daemon thread (so Ctrl-C and exit never wait for a blocked ``input``)."""
 
@@ -123,11 +178,16 @@ async def _run_turn(session: AgentSession, text: str, cli: Cli, state: dict[str,
     token = CancellationToken()
     state["token"] = token
     streaming = False
+    progress = ProgressPrinter(sys.stdout, tty=sys.stdout.isatty())
     try:
         async for item in session.run_stream(text, cancellation_token=token):
             if cli.json:
                 print(json.dumps(event_json(item), ensure_ascii=False, default=str), flush=True)
                 continue
+            if isinstance(item, CodeProgressEvent):
+                progress.show(item)
+                continue
+            progress.clear()
             if isinstance(item, ModelClientStreamingChunkEvent):
                 print(item.content, end="", flush=True)
                 streaming = True
@@ -139,11 +199,13 @@ async def _run_turn(session: AgentSession, text: str, cli: Cli, state: dict[str,
             if line:
                 print(line, flush=True)
     except asyncio.CancelledError:
+        progress.clear()
         if not token.is_cancelled():
             raise
         print("[cancelled] the turn was stopped; running commands were killed", flush=True)
         return True
     except Exception as exc:  # a model or tool failure ends the turn, not the chat
+        progress.clear()
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if state.get("model_url") and any(word in message for word in ("Connection", "Timeout", "connect")):
             message = f"{message} (model server {state['model_url']}: is it running? OPENAI_BASE_URL sets it)"

@@ -13,22 +13,10 @@ import time
 import uuid
 from pathlib import Path
 
-from support.scripted_llm import Reply, ScriptedLLM
+from support.scripted_llm import Reply, ScriptedLLM, chat_env
 
 from agent_memory import MemoryStore
 from agent_memory.placeholders import parse_memory_refs
-
-
-def chat_env(server: ScriptedLLM, database_url: str, home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AGENT_MEMORY_MODEL"))}
-    env.update(
-        OPENAI_BASE_URL=server.base_url,
-        OPENAI_API_KEY="test-key",
-        AGENT_MEMORY_MODEL="gpt-4o",
-        AGENT_MEMORY_DATABASE_URL=database_url,
-        AGENT_MEMORY_HOME=str(home),
-    )
-    return env
 
 
 def run_chat(args: list[str], env: dict[str, str], stdin: str = "") -> subprocess.CompletedProcess[str]:

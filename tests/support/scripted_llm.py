@@ -42,6 +42,7 @@ Example (plain Python, e.g. a benchmark)::
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import uuid
@@ -49,6 +50,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -398,3 +400,16 @@ def scripted_llm() -> Iterator[ScriptedLLM]:
         yield server
     finally:
         server.stop()
+
+
+def chat_env(server: ScriptedLLM, database_url: str, home: Path) -> dict[str, str]:
+    """The environment of an `agent-memory` subprocess that talks to ``server`` and the test database."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AGENT_MEMORY_MODEL"))}
+    env.update(
+        OPENAI_BASE_URL=server.base_url,
+        OPENAI_API_KEY="test-key",
+        AGENT_MEMORY_MODEL="gpt-4o",
+        AGENT_MEMORY_DATABASE_URL=database_url,
+        AGENT_MEMORY_HOME=str(home),
+    )
+    return env
