@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from typing import Any
@@ -66,6 +67,16 @@ os.environ.setdefault("CHAINLIT_AUTH_SECRET", auth_secret())
 # Chainlit logs INFO to stdout; AutoGen's INFO events would log every streamed token.
 for _name in ("autogen_core", "autogen_core.events", "autogen_agentchat", "httpx", "openai"):
     logging.getLogger(_name).setLevel(logging.WARNING)
+
+
+class _DropCancellations(logging.Filter):
+    """Stop cancels the run on purpose; AutoGen logs that as an error with a CancelledError traceback per agent."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
+
+
+logging.getLogger("autogen_core").addFilter(_DropCancellations())
 
 COMMANDS: list[CommandDict] = [
     {

@@ -293,6 +293,7 @@ async def test_stop_cancels_the_run_and_kills_the_command(alice: Page) -> None:
                 found.append(proc)
         return found
 
+    log_before = (ARTIFACTS / "app.log").read_text(errors="replace")
     await send(alice, "please run the slow job")
     await expect(alice.locator("#stop-button")).to_be_visible(timeout=TIMEOUT_MS)
     await expect(alice.get_by_text(SLOW_COMMAND).last).to_be_visible(timeout=TIMEOUT_MS)
@@ -304,6 +305,8 @@ async def test_stop_cancels_the_run_and_kills_the_command(alice: Page) -> None:
             break
         await alice.wait_for_timeout(100)
     assert sleepers() == []
+    logged = (ARTIFACTS / "app.log").read_text(errors="replace")[len(log_before) :]
+    assert "Traceback" not in logged and "CancelledError" not in logged, logged[-2000:]
 
 
 async def test_a_running_command_shows_its_output_live_then_its_result(alice: Page, ui_home: Path) -> None:
