@@ -62,7 +62,11 @@ async def test_without_a_model_the_chat_says_what_to_set(browser: Browser, app: 
     await login(page, app, "carol", "carol-secret-password")
     await expect(page.get_by_text(NO_MODEL)).to_be_visible(timeout=TIMEOUT_MS)
     await expect(page.get_by_text("OPENAI_API_KEY").first).to_be_visible()
+    cut_off = await page.evaluate(
+        "[...document.querySelectorAll('pre')].filter(p => p.scrollWidth > p.clientWidth + 1).length"
+    )
     await screenshot(page, "10-no-model")
+    assert cut_off == 0  # the advice wraps: nothing hides past the right edge
     await close_context(context)
 
 

@@ -324,6 +324,24 @@ async def test_a_running_command_shows_its_output_live_then_its_result(alice: Pa
     await expect(running).to_have_count(0)
 
 
+async def test_on_a_phone_sized_screen_nothing_overflows_sideways(browser: Browser, app: str) -> None:
+    context = await browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page = await context.new_page()
+    await login(page, app, ALICE, ALICE_PASSWORD)
+    await chat_ready(page, TIMEOUT_MS)
+    await page.goto(f"{app}/thread/{AliceThread.thread_id}")
+    await expect(page.get_by_text("The command printed 3000 inventory rows")).to_be_visible(timeout=TIMEOUT_MS)
+    chat_width = await page.evaluate("document.documentElement.scrollWidth")
+    await screenshot(page, "09-phone-chat")
+    await page.goto(f"{app}/memories")
+    await expect(page.get_by_test_id("memory-row").first).to_be_visible(timeout=TIMEOUT_MS)
+    inspector_width = await page.evaluate("document.documentElement.scrollWidth")
+    await screenshot(page, "09-phone-inspector")
+    await close_context(context)
+
+    assert (chat_width, inspector_width) == (390, 390)
+
+
 async def test_bob_sees_none_of_alices_threads_or_memories(bob_context: BrowserContext, app: str) -> None:
     page = await bob_context.new_page()
     await page.goto(app + "/")

@@ -36,7 +36,8 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "ui"
 
 requires_chromium = pytest.mark.skipif(
     not os.path.exists(CHROMIUM),
-    reason=f"browser tests need Debian's chromium at {CHROMIUM} (apt-get install chromium; .ci/run does it)",
+    reason=f"browser tests need Debian's chromium at {CHROMIUM} (apt-get install chromium; .ci/run does it), "
+    "driven by Playwright (pip install -e '.[dev]')",
 )
 
 
