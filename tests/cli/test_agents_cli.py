@@ -48,6 +48,19 @@ def test_chat_streams_events_with_memory_markers(
     assert "\n2500\n" not in out  # the raw output is never printed (only its excerpt: head and tail)
 
 
+def test_a_server_answering_with_another_model_name_prints_no_warning(
+    scripted_llm: ScriptedLLM, database_url: str, tmp_path: Path, user_id: str
+) -> None:
+    scripted_llm.answer_model = "llama-3.1-8b-instruct-q4"  # what local servers and proxies often do
+    scripted_llm.add("Hello. TERMINATE", "Again. TERMINATE")
+
+    done = run_chat(["--user", user_id, "-m", "hi", "-m", "hi again"], chat_env(scripted_llm, database_url, tmp_path))
+
+    assert done.returncode == 0, done.stderr
+    assert "coder> Again. TERMINATE" in done.stdout
+    assert "mismatch" not in done.stderr.lower() and "warning" not in done.stderr.lower(), done.stderr
+
+
 def test_chat_reads_stdin_lines_and_json_mode_emits_one_object_per_event(
     scripted_llm: ScriptedLLM, database_url: str, tmp_path: Path, user_id: str
 ) -> None:

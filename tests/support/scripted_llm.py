@@ -179,6 +179,7 @@ class ScriptedLLM:
 
     def __init__(self, script: Iterable[ScriptEntry] = (), *, model: str = "gpt-4o") -> None:
         self.model = model
+        self.answer_model: str | None = None  # answer with this model name (a proxy or local server renaming it)
         self._script: deque[ScriptEntry] = deque(script)
         self._lock = threading.Lock()
         self.requests: list[RecordedRequest] = []
@@ -311,7 +312,7 @@ class ScriptedLLM:
         if isinstance(reply, str):
             reply = Reply.text(reply)
         request.reply = reply
-        model = _resolved_model_name(str(body.get("model") or self.model))
+        model = self.answer_model or _resolved_model_name(str(body.get("model") or self.model))
         completion_id = f"chatcmpl-{uuid.uuid4().hex[:12]}"
         created = int(time.time())
         usage = {
