@@ -41,6 +41,7 @@ class MemoryItem(BaseModel):
     expires_at: datetime | None = None
     updated_at: datetime | None = None
     why: dict[str, Any] | None = None  # search only: each ranker's {"rank", "evidence"} that found it
+    matched_lines: str | None = None  # search only: "A-B", the lines of a long content where the words matched
 
     @property
     def current(self) -> bool:

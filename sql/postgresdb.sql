@@ -141,9 +141,14 @@ CREATE INDEX IF NOT EXISTS agent_memories_user_created_idx
 CREATE INDEX IF NOT EXISTS agent_memories_user_type_idx
     ON agent_memories (user_id, memory_type, created_at DESC) WHERE is_active;
 CREATE INDEX IF NOT EXISTS agent_memories_thread_idx ON agent_memories (user_id, thread_id);
-CREATE INDEX IF NOT EXISTS agent_memories_search_vector_idx ON agent_memories USING GIN (search_vector);
-CREATE INDEX IF NOT EXISTS agent_memories_search_head_trgm_idx
-    ON agent_memories USING GIN (search_head gin_trgm_ops);
+-- Shared text indexes; version 9 replaces them with user-first ones where btree_gin exists (see there).
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_class WHERE relname = 'agent_memories_user_search_vector_idx') THEN
+        CREATE INDEX IF NOT EXISTS agent_memories_search_vector_idx ON agent_memories USING GIN (search_vector);
+        CREATE INDEX IF NOT EXISTS agent_memories_search_head_trgm_idx
+            ON agent_memories USING GIN (search_head gin_trgm_ops);
+    END IF;
+END $$;
 
 INSERT INTO agent_memory_schema (singleton, version) VALUES (TRUE, 1)
 ON CONFLICT (singleton) DO NOTHING;
@@ -447,3 +452,85 @@ CREATE TABLE IF NOT EXISTS agent_memory_audit (
 CREATE INDEX IF NOT EXISTS agent_memory_audit_user_idx ON agent_memory_audit (user_id, id DESC);
 
 UPDATE agent_memory_schema SET version = 8, applied_at = now() WHERE version < 8;
+
+-- ---------------------------------------------------------------------------------------------------
+-- Section 9 (version 9): whole contents searchable, and search that stays within the user's rows
+-- ---------------------------------------------------------------------------------------------------
+-- A long content is split into chunks of 80 lines, each overlapping the previous by 8 lines, and each chunk gets
+-- its own full-text vector: the error on the last line of a 10,000-line log is found, and a hit says which lines
+-- matched (retrieve them with lines=A-B). agent_memories.search_vector keeps the description and the content's
+-- head. A trigger keeps the chunks in step with the content (store, update, import alike); a line longer than
+-- what one vector holds is indexed up to 200,000 characters per chunk.
+CREATE TABLE IF NOT EXISTS agent_memory_chunks (
+    memory_id     UUID NOT NULL REFERENCES agent_memories(id) ON DELETE CASCADE,
+    user_id       TEXT NOT NULL REFERENCES "User"("id") ON DELETE CASCADE,
+    chunk_no      INTEGER NOT NULL,
+    line_start    INTEGER NOT NULL,
+    line_end      INTEGER NOT NULL,
+    search_vector TSVECTOR NOT NULL,
+    PRIMARY KEY (memory_id, chunk_no)
+);
+
+CREATE OR REPLACE FUNCTION agent_memory_rechunk() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' THEN
+        DELETE FROM agent_memory_chunks WHERE memory_id = NEW.id;
+    END IF;
+    -- Short contents need no chunks: the memory's own vector covers them whole.
+    IF length(NEW.content) > 6000 OR length(NEW.content) - length(replace(NEW.content, E'\n', '')) >= 80 THEN
+        INSERT INTO agent_memory_chunks (memory_id, user_id, chunk_no, line_start, line_end, search_vector)
+        SELECT NEW.id, NEW.user_id, c.chunk_no, min(t.n), max(t.n),
+               to_tsvector('english', left(string_agg(t.line, E'\n' ORDER BY t.n), 200000))
+        FROM string_to_table(NEW.content, E'\n') WITH ORDINALITY AS t(line, n)
+        CROSS JOIN LATERAL (
+            SELECT (t.n - 1) / 80 AS chunk_no
+            UNION ALL  -- the first 8 lines of a chunk also end the previous one (the overlap)
+            SELECT (t.n - 1) / 80 - 1 WHERE t.n > 80 AND (t.n - 1) % 80 < 8
+        ) c
+        GROUP BY c.chunk_no;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+DROP TRIGGER IF EXISTS agent_memories_rechunk ON agent_memories;
+CREATE TRIGGER agent_memories_rechunk AFTER INSERT OR UPDATE OF content ON agent_memories
+    FOR EACH ROW EXECUTE FUNCTION agent_memory_rechunk();
+
+-- Text search that starts from the user: with btree_gin, the GIN indexes lead with user_id, so a query whose
+-- words only other users have never visits their rows (it cost ~1 s at 100,000 rows of other users). Without the
+-- extension (a server lacking contrib) the plain GIN indexes stay and search is the same, only slower at scale.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'btree_gin')
+       AND EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'btree_gin') THEN
+        BEGIN
+            CREATE EXTENSION IF NOT EXISTS btree_gin;
+        EXCEPTION WHEN insufficient_privilege OR feature_not_supported OR undefined_file THEN
+            RAISE NOTICE 'btree_gin could not be enabled (%); text search indexes stay shared by all users', SQLERRM;
+        END;
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'btree_gin') THEN
+        CREATE INDEX IF NOT EXISTS agent_memories_user_search_vector_idx
+            ON agent_memories USING GIN (user_id, search_vector);
+        CREATE INDEX IF NOT EXISTS agent_memories_user_search_head_trgm_idx
+            ON agent_memories USING GIN (user_id, search_head gin_trgm_ops);
+        CREATE INDEX IF NOT EXISTS agent_memory_chunks_user_search_vector_idx
+            ON agent_memory_chunks USING GIN (user_id, search_vector);
+        DROP INDEX IF EXISTS agent_memories_search_vector_idx;
+        DROP INDEX IF EXISTS agent_memories_search_head_trgm_idx;
+    ELSE
+        CREATE INDEX IF NOT EXISTS agent_memory_chunks_search_vector_idx
+            ON agent_memory_chunks USING GIN (search_vector);
+    END IF;
+END
+$$;
+
+DO $$ BEGIN
+    IF (SELECT version FROM agent_memory_schema) < 9 THEN  -- once: chunk the long contents stored before
+        UPDATE agent_memories SET content = content
+        WHERE length(content) > 6000 OR length(content) - length(replace(content, E'\n', '')) >= 80;
+    END IF;
+END $$;
+
+UPDATE agent_memory_schema SET version = 9, applied_at = now() WHERE version < 9;

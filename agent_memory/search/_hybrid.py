@@ -127,22 +127,44 @@ q AS (
            ) AS tsq_match,
            websearch_to_tsquery('english', $6) AS tsq_web
 ),
-fts_hits AS (
-    SELECT m.id, m.search_vector, (m.search_vector @@ q.tsq_web) AS all_terms,
-           ts_rank(m.search_vector, q.tsq_or) AS rank
+mem_hits AS (
+    SELECT m.id, NULL::tsvector AS chunk_vector, NULL::text AS lines
     FROM agent_memories m, q
     WHERE m.user_id = $1 AND m.is_active AND q.tsq_or IS NOT NULL AND m.search_vector @@ q.tsq_match
       AND ($4::text IS NULL OR m.memory_type = $4)
     ORDER BY (m.search_vector @@ q.tsq_web) DESC, ts_rank(m.search_vector, q.tsq_or) DESC, m.created_at DESC
     LIMIT $3
 ),
+chunk_hits AS (
+    -- long contents are also searched chunk by chunk (80 lines each): the whole content counts, and the hit
+    -- says which lines matched
+    SELECT c.memory_id AS id, c.search_vector AS chunk_vector, c.line_start || '-' || c.line_end AS lines
+    FROM agent_memory_chunks c JOIN agent_memories m ON m.id = c.memory_id, q
+    WHERE c.user_id = $1 AND m.is_active AND q.tsq_or IS NOT NULL AND c.search_vector @@ q.tsq_match
+      AND ($4::text IS NULL OR m.memory_type = $4)
+    ORDER BY (c.search_vector @@ q.tsq_web) DESC, ts_rank(c.search_vector, q.tsq_or) DESC, c.chunk_no DESC
+    LIMIT $3
+),
+fts_hits AS (
+    -- per memory, its best document: the memory's own vector (description + head), or that plus one chunk
+    SELECT DISTINCT ON (d.id) d.id, d.lines, d.search_vector, (d.search_vector @@ q.tsq_web) AS all_terms,
+           ts_rank(d.search_vector, q.tsq_or) AS rank
+    FROM (
+        SELECT h.id, h.lines, CASE WHEN h.chunk_vector IS NULL THEN m.search_vector
+                                   ELSE m.search_vector || h.chunk_vector END AS search_vector
+        FROM (SELECT * FROM mem_hits UNION ALL SELECT * FROM chunk_hits) h JOIN agent_memories m ON m.id = h.id
+    ) d, q
+    ORDER BY d.id, (d.search_vector @@ q.tsq_web) DESC,
+             (SELECT count(*) FROM unnest(q.lexq) x WHERE d.search_vector @@ x) DESC,
+             ts_rank(d.search_vector, q.tsq_or) DESC, d.lines NULLS FIRST
+),
 fts AS (
-    SELECT id, row_number() OVER (ORDER BY all_terms DESC, coverage DESC, rank DESC) AS rnk,
+    SELECT id, lines, row_number() OVER (ORDER BY all_terms DESC, coverage DESC, rank DESC) AS rnk,
            -- share of query words found; a row matching the whole websearch query counts as complete
            CASE WHEN all_terms THEN 1.0 ELSE coverage END ^ 1.5 * 0.95 AS evidence
     FROM (
         -- coverage only for the few rows kept, with each word's tsquery parsed once per query
-        SELECT h.id, h.all_terms, h.rank,
+        SELECT h.id, h.lines, h.all_terms, h.rank,
                (SELECT count(*) FROM unnest(q.lexq) x WHERE h.search_vector @@ x)::float8
                / cardinality(q.lexq) AS coverage
         FROM fts_hits h, q
@@ -192,18 +214,18 @@ dense AS (
 
 def _build_sql(rankers: Iterable[Ranker], dense_space: tuple[str, int] | None, trigram_small_only: bool) -> str:
     ctes = [_PARAMS]
-    parts: list[str] = ["SELECT id, rnk, evidence, 'key' AS src FROM keyhit"]
+    parts: list[str] = ["SELECT id, rnk, evidence, 'key' AS src, NULL::text AS lines FROM keyhit"]
     if "fts" in rankers:
         ctes.append(_FTS)
-        parts.append("SELECT id, rnk, evidence, 'fts' AS src FROM fts")
+        parts.append("SELECT id, rnk, evidence, 'fts' AS src, lines FROM fts")
     if "trigram" in rankers:
         guard = (_TRIGRAM_GUARD if "fts" in rankers else "") + (" " + _SMALL_TABLE_GUARD if trigram_small_only else "")
         ctes.append(_TRIGRAM.format(guard=guard))
-        parts.append("SELECT id, rnk, evidence, 'trigram' AS src FROM trg")
+        parts.append("SELECT id, rnk, evidence, 'trigram' AS src, NULL::text AS lines FROM trg")
     if "dense" in rankers and dense_space is not None:
         model, dim = dense_space
         ctes.append(_DENSE.format(dim=int(dim), model=sql_literal(model)))
-        parts.append("SELECT id, rnk, evidence, 'dense' AS src FROM dense")
+        parts.append("SELECT id, rnk, evidence, 'dense' AS src, NULL::text AS lines FROM dense")
     if len(parts) == 1:
         raise ValueError("no ranker to run")
     k = RRF_K
@@ -214,11 +236,13 @@ fused AS (
     SELECT id,
            1.0 - exp(sum(ln(1.0 - least({MAX_CONTRIBUTION}, evidence * {k + 1}.0 / ({k} + rnk))))) AS score,
            sum(1.0 / ({k} + rnk)) AS rrf,
-           jsonb_object_agg(src, jsonb_build_object('rank', rnk, 'evidence', evidence)) AS why
+           jsonb_object_agg(src, jsonb_strip_nulls(jsonb_build_object('rank', rnk, 'evidence', evidence,
+                                                                      'lines', lines))) AS why,
+           max(lines) AS lines
     FROM hits GROUP BY id
 )
 SELECT {MEMORY_ITEM_COLUMNS}, left(m.content, 300) AS snippet,
-       f.score::float8 AS score, f.rrf::float8 AS rrf, f.why
+       f.score::float8 AS score, f.rrf::float8 AS rrf, f.why, f.lines
 FROM fused f JOIN agent_memories m ON m.id = f.id, neg
 WHERE (neg.tsq IS NULL OR NOT (m.search_vector @@ neg.tsq)) AND {NOT_EXPIRED}
 ORDER BY f.score DESC, m.created_at DESC

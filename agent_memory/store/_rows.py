@@ -52,6 +52,7 @@ def item_from_row(row: asyncpg.Record | dict[str, Any]) -> MemoryItem:
         memory_type=row["memory_type"],
         score=row.get("score") if isinstance(row, dict) else None,
         why=row.get("why") if isinstance(row, dict) else None,
+        matched_lines=row.get("lines") if isinstance(row, dict) else None,
         token_count=row["token_count"],
         char_count=row["char_count"],
         created_at=row["created_at"],

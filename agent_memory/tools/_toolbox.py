@@ -63,6 +63,9 @@ class MemorySummary(BaseModel):
     why: dict[str, Any] | None = Field(
         default=None, description="search only: which rankers found it, each with its rank and evidence (0-1)"
     )
+    lines: str | None = Field(
+        default=None, description="search only: lines A-B of a long content where the words matched (lines=A-B)"
+    )
     placeholder: str = Field(description="the [MemoryRef: ...] line that stands for this memory in a context")
 
     @classmethod
@@ -71,13 +74,14 @@ class MemorySummary(BaseModel):
             key=item.memory_key, description=item.description, memory_type=item.memory_type,
             token_count=item.token_count, char_count=item.char_count, created_at=item.created_at,
             agent_id=item.agent_id, thread_id=item.thread_id, score=item.score, why=item.why,
-            placeholder=format_memory_ref(item.memory_key, item.description, item.token_count),
+            lines=item.matched_lines, placeholder=format_memory_ref(item.memory_key, item.description, item.token_count),
         )  # fmt: skip
 
     def line(self) -> str:
         score = f" score={self.score:.3f}" if self.score is not None else ""
+        lines = f" matched lines={self.lines}" if self.lines else ""
         when = self.created_at.strftime("%Y-%m-%d %H:%M")
-        return f"{self.placeholder} type={self.memory_type} created={when}{score}"
+        return f"{self.placeholder} type={self.memory_type} created={when}{score}{lines}"
 
 
 class RetrieveResult(BaseModel):
