@@ -5,11 +5,15 @@ Three rankers run in ONE SQL statement, each restricted to the user's rows in SQ
 * **full-text** (``search_vector``: description weighted A, content B): every query word is a lexeme
   (OR query, so natural-language questions match) plus the ``websearch_to_tsquery`` form of the query
   (quotes and ``-word`` work, and rows matching all of it rank first); identifier-like words (with digits)
-  also match as prefixes, so ``9f3e2a1`` finds the full commit hash. Evidence = share of query words found.
+  also match as prefixes, so ``9f3e2a1`` finds the full commit hash. Evidence = the share of the query's weight
+  found, each word weighing its BM25 inverse document frequency over the user's memories (rare words count
+  more; a word the user never wrote weighs most, so queries about other users' things score low). Long contents
+  are also searched chunk by chunk (80 lines, schema table ``agent_memory_chunks``): the whole content counts,
+  and the hit names the lines that matched (``lines``).
 * **trigram** (``pg_trgm`` ``word_similarity`` on key + description + head of content, threshold 0.45): catches
   identifiers, hashes, paths and typos (``dsk ful`` -> ``disk full``). Evidence = the similarity. It is the
   costly ranker on large stores, so it runs only for short queries (up to 4 words) and only when full-text
-  search has not already found a complete match.
+  search found no convincing match (evidence 0.3 or more).
 * **dense** (pgvector cosine on the configured embedder's vector space, HNSW index): catches paraphrases.
   Evidence = the cosine mapped onto [0, 1] by the embedder's calibration (floor -> 0, ceiling -> 1).
 
@@ -61,8 +65,10 @@ from ._worker import EmbeddingService, sql_literal, vector_literal
 
 TRIGRAM_ALWAYS_BELOW_ROWS = 50_000  # below this table size trigram matching runs for every query
 FTS_COMMON_ROWS = 2000  # a query word in more rows than this is not used to find candidates
+DF_CAP = 1000  # document frequencies are counted up to this (IDF hardly changes beyond it)
+N_CAP = 50_000  # ... and the user's memories up to this
 HNSW_EF_SEARCH = 40  # pgvector default; iterative scan still fills the candidate list
-DEFAULT_MIN_SCORE = 0.2
+DEFAULT_MIN_SCORE = 0.15
 
 Ranker = Literal["fts", "trigram", "dense"]
 Connection = asyncpg.Connection | PoolConnectionProxy
@@ -103,7 +109,11 @@ _FTS = f"""
 q0 AS (
     -- one row per query word: its tsquery (words with digits also match as prefixes) and how many rows of
     -- the table contain it, from the planner's statistics (0 when unknown or rare)
-    SELECT lq, coalesce(st.rows, 0) AS rows
+    SELECT lq, coalesce(st.rows, 0) AS rows,
+           -- in how many of this user's memories the word occurs (counted up to a cap): rare words weigh more
+           (SELECT count(*) FROM (SELECT 1 FROM agent_memories m
+                                  WHERE m.user_id = $1 AND m.is_active AND m.search_vector @@ lq
+                                  LIMIT {DF_CAP}) d) AS df
     FROM unnest(tsvector_to_array(to_tsvector('english', $2))) l
     CROSS JOIN LATERAL (SELECT to_tsquery('simple', quote_literal(l)
                         || CASE WHEN l ~ '[0-9]' AND length(l) >= 5 THEN ':*' ELSE '' END) AS lq) t
@@ -115,8 +125,13 @@ q0 AS (
         WHERE s.schemaname = current_schema() AND s.tablename = 'agent_memories' AND s.attname = 'search_vector'
     ) st ON st.e = l
 ),
+n_docs AS (
+    SELECT count(*) AS n FROM (SELECT 1 FROM agent_memories m WHERE m.user_id = $1 AND m.is_active LIMIT {N_CAP}) u
+),
 q AS (
     SELECT ARRAY(SELECT lq FROM q0) AS lexq,
+           -- BM25's inverse document frequency of each word over the user's memories
+           ARRAY(SELECT ln(1.0 + (n.n - q0.df + 0.5) / (q0.df + 0.5)) FROM q0, n_docs n) AS idfs,
            (SELECT string_agg(lq::text, ' | ')::tsquery FROM q0) AS tsq_or,
            -- Rows are matched on the query's rarer words: a word found in thousands of rows ("use", "df")
            -- would make PostgreSQL rank all of them. When every word is that common, all must match.
@@ -148,25 +163,26 @@ chunk_hits AS (
 fts_hits AS (
     -- per memory, its best document: the memory's own vector (description + head), or that plus one chunk
     SELECT DISTINCT ON (d.id) d.id, d.lines, d.search_vector, (d.search_vector @@ q.tsq_web) AS all_terms,
-           ts_rank(d.search_vector, q.tsq_or) AS rank
+           ts_rank(d.search_vector, q.tsq_or, 1) AS rank
     FROM (
         SELECT h.id, h.lines, CASE WHEN h.chunk_vector IS NULL THEN m.search_vector
                                    ELSE m.search_vector || h.chunk_vector END AS search_vector
         FROM (SELECT * FROM mem_hits UNION ALL SELECT * FROM chunk_hits) h JOIN agent_memories m ON m.id = h.id
     ) d, q
     ORDER BY d.id, (d.search_vector @@ q.tsq_web) DESC,
-             (SELECT count(*) FROM unnest(q.lexq) x WHERE d.search_vector @@ x) DESC,
-             ts_rank(d.search_vector, q.tsq_or) DESC, d.lines NULLS FIRST
+             (SELECT sum(w) FROM unnest(q.lexq, q.idfs) x(lq, w) WHERE d.search_vector @@ x.lq) DESC NULLS LAST,
+             ts_rank(d.search_vector, q.tsq_or, 1) DESC, d.lines NULLS FIRST
 ),
 fts AS (
     SELECT id, lines, row_number() OVER (ORDER BY all_terms DESC, coverage DESC, rank DESC) AS rnk,
            -- share of query words found; a row matching the whole websearch query counts as complete
-           CASE WHEN all_terms THEN 1.0 ELSE coverage END ^ 1.5 * 0.95 AS evidence
+           CASE WHEN all_terms THEN 1.0 ELSE coverage END * 0.95 AS evidence
     FROM (
         -- coverage only for the few rows kept, with each word's tsquery parsed once per query
         SELECT h.id, h.lines, h.all_terms, h.rank,
-               (SELECT count(*) FROM unnest(q.lexq) x WHERE h.search_vector @@ x)::float8
-               / cardinality(q.lexq) AS coverage
+               -- the share of the query's weight found: each word weighs its IDF (BM25's "rare words count more")
+               coalesce((SELECT sum(w) FROM unnest(q.lexq, q.idfs) x(lq, w) WHERE h.search_vector @@ x.lq), 0.0)
+               / greatest((SELECT sum(w) FROM unnest(q.idfs) w), 1e-9) AS coverage
         FROM fts_hits h, q
     ) c
 )"""
@@ -187,7 +203,7 @@ trg AS (
 # partial identifiers, so it is skipped when full-text search already found a complete match
 # (an uncorrelated condition: PostgreSQL evaluates it once and then does not scan at all). Typos and partial
 # identifiers leave full-text search without a complete match, so trigram matching then runs.
-_TRIGRAM_GUARD = "AND NOT EXISTS (SELECT 1 FROM fts WHERE fts.evidence >= 0.9)"
+_TRIGRAM_GUARD = "AND NOT EXISTS (SELECT 1 FROM fts WHERE fts.evidence >= 0.3)"
 # For long or digit-bearing queries trigram matching still helps a little, and is cheap while the table is small.
 _SMALL_TABLE_GUARD = (
     f"AND (SELECT reltuples FROM pg_class WHERE oid = 'agent_memories'::regclass) < {TRIGRAM_ALWAYS_BELOW_ROWS}"

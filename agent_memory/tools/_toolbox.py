@@ -74,7 +74,8 @@ class MemorySummary(BaseModel):
             key=item.memory_key, description=item.description, memory_type=item.memory_type,
             token_count=item.token_count, char_count=item.char_count, created_at=item.created_at,
             agent_id=item.agent_id, thread_id=item.thread_id, score=item.score, why=item.why,
-            lines=item.matched_lines, placeholder=format_memory_ref(item.memory_key, item.description, item.token_count),
+            lines=item.matched_lines,
+            placeholder=format_memory_ref(item.memory_key, item.description, item.token_count),
         )  # fmt: skip
 
     def line(self) -> str:

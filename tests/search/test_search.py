@@ -240,3 +240,14 @@ async def test_schema_reapplies_cleanly_without_pgvector(novector_url: str) -> N
         assert not await again.has_extension("vector")
     finally:
         await again.close()
+
+
+async def test_a_rare_query_word_counts_more_than_a_common_one(store: MemoryStore) -> None:
+    user = f"idf-{uuid.uuid4().hex[:8]}"
+    rare = await store.store("kubelet restarted after the node drain", user_id=user, memory_type=CMD)
+    for n in range(30):  # stored later: newer, and each matches one query word as the rare one does
+        await store.store(f"deploy {n} finished without errors", user_id=user, memory_type=CMD)
+
+    hits = await store.search("deploy kubelet", user_id=user)
+
+    assert hits[0].memory_key == rare
