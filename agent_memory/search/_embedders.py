@@ -41,12 +41,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 from autogen_core import Component, ComponentBase
 from pydantic import BaseModel, Field
 
+from ._priority import QueriesFirst
+
 if TYPE_CHECKING:
     from ..config import Settings
 
 EmbedderKind = Literal["none", "openai", "local"]
 
 DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
+_BACKGROUND_PASS = 8  # stored memories per forward pass of a local model (~0.5-1 s of CPU for 2 KB texts)
 DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
 
 
@@ -337,9 +340,12 @@ class SentenceTransformerEmbedder(Embedder, Component[SentenceTransformerEmbedde
         self.similarity_ceiling = similarity_ceiling
         self._model: Any = None
         self._dimension: int | None = self._DIMENSIONS.get(model)
-        self._lock = threading.Lock()  # one forward pass at a time: torch already uses every core
-        # One long-lived thread: torch's per-thread setup is paid once, not on each new executor thread.
+        self._lock = threading.Lock()  # loads the model once
+        # One forward pass at a time (torch already uses every core), and search queries before the backlog.
+        self._turns = QueriesFirst()
+        # Long-lived threads (torch's per-thread setup is paid once): one for stored memories, one for queries.
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._query_executor: concurrent.futures.ThreadPoolExecutor | None = None
 
     @staticmethod
     def available() -> bool:
@@ -391,17 +397,22 @@ class SentenceTransformerEmbedder(Embedder, Component[SentenceTransformerEmbedde
                 self._model = model
             return self._model
 
-    def _encode(self, texts: list[str]) -> list[list[float]]:
+    def _encode(self, texts: list[str], query: bool = False) -> list[list[float]]:
         model = self._load()
-        with self._lock:
-            arr = model.encode(
-                [t[: self._config.max_chars] for t in texts],
-                batch_size=self._config.batch_size,
-                normalize_embeddings=True,
-                show_progress_bar=False,
-                convert_to_numpy=True,
-            )
-        return [[float(x) for x in row] for row in arr]
+        vectors: list[list[float]] = []
+        # Stored memories go in small passes, so a search query waits at most for the one in flight.
+        step = len(texts) if query else _BACKGROUND_PASS
+        for start in range(0, len(texts), step):
+            with self._turns.turn(query=query):
+                arr = model.encode(
+                    [t[: self._config.max_chars] for t in texts[start : start + step]],
+                    batch_size=self._config.batch_size,
+                    normalize_embeddings=True,
+                    show_progress_bar=False,
+                    convert_to_numpy=True,
+                )
+            vectors += [[float(x) for x in row] for row in arr]
+        return vectors
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
@@ -411,10 +422,18 @@ class SentenceTransformerEmbedder(Embedder, Component[SentenceTransformerEmbedde
             self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="agent-memory-embed")
         return await asyncio.get_running_loop().run_in_executor(self._executor, self._encode, list(texts))
 
+    async def embed_query(self, text: str) -> list[float]:
+        """The query's vector, computed before any stored memory still waiting (see ``_priority``)."""
+        if self._query_executor is None:
+            self._query_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="agent-memory-query")
+        loop = asyncio.get_running_loop()
+        return (await loop.run_in_executor(self._query_executor, self._encode, [text], True))[0]
+
     async def close(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=False)
-            self._executor = None
+        for executor in (self._executor, self._query_executor):
+            if executor is not None:
+                executor.shutdown(wait=False)
+        self._executor = self._query_executor = None
 
     def _to_config(self) -> SentenceTransformerEmbedderConfig:
         return self._config.model_copy()
