@@ -67,8 +67,12 @@ async def bulk_insert(store: MemoryStore, user: str, rows: list[tuple[str, str, 
 
 
 async def timed(store: MemoryStore) -> dict[str, tuple[list[float], int]]:
-    owned = {r["memory_key"] for r in await store.db.pool.fetch(
-        'SELECT memory_key FROM agent_memories m JOIN "User" u ON u.id = m.user_id WHERE u.identifier = $1', USER)}
+    owned = {
+        r["memory_key"]
+        for r in await store.db.pool.fetch(
+            'SELECT memory_key FROM agent_memories m JOIN "User" u ON u.id = m.user_id WHERE u.identifier = $1', USER
+        )
+    }
     out: dict[str, tuple[list[float], int]] = {}
     for kind, queries in QUERIES.items():
         for q in queries:  # warm-up
