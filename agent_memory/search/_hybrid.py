@@ -63,7 +63,6 @@ from ._fusion import (
 )
 from ._worker import EmbeddingService, sql_literal, vector_literal
 
-TRIGRAM_ALWAYS_BELOW_ROWS = 50_000  # below this table size trigram matching runs for every query
 FTS_COMMON_ROWS = 2000  # a query word in more rows than this is not used to find candidates
 DF_CAP = 1000  # document frequencies are counted up to this (IDF hardly changes beyond it)
 N_CAP = 50_000  # ... and the user's memories up to this
@@ -200,14 +199,11 @@ trg AS (
 )"""
 
 # Trigram matching is the expensive ranker (every candidate's head is re-checked); it exists for typos and
-# partial identifiers, so it is skipped when full-text search already found a complete match
-# (an uncorrelated condition: PostgreSQL evaluates it once and then does not scan at all). Typos and partial
-# identifiers leave full-text search without a complete match, so trigram matching then runs.
+# partial identifiers, so it runs only for short queries (wants_trigram) and is skipped when full-text search
+# already found a convincing match (an uncorrelated condition: PostgreSQL evaluates it once and then does not
+# scan at all). Typos and partial identifiers leave full-text search without one, so trigram matching then runs.
+# On the development sets, running it for long queries too cost 2-3x the latency for -0.01 R@5.
 _TRIGRAM_GUARD = "AND NOT EXISTS (SELECT 1 FROM fts WHERE fts.evidence >= 0.3)"
-# For long or digit-bearing queries trigram matching still helps a little, and is cheap while the table is small.
-_SMALL_TABLE_GUARD = (
-    f"AND (SELECT reltuples FROM pg_class WHERE oid = 'agent_memories'::regclass) < {TRIGRAM_ALWAYS_BELOW_ROWS}"
-)
 
 # $7 query vector (text), $8 similarity floor, $9 similarity ceiling; {dim} and {model} are inlined so the
 # planner can use the partial HNSW index of that vector space.
@@ -228,14 +224,14 @@ dense AS (
 )"""
 
 
-def _build_sql(rankers: Iterable[Ranker], dense_space: tuple[str, int] | None, trigram_small_only: bool) -> str:
+def _build_sql(rankers: Iterable[Ranker], dense_space: tuple[str, int] | None) -> str:
     ctes = [_PARAMS]
     parts: list[str] = ["SELECT id, rnk, evidence, 'key' AS src, NULL::text AS lines FROM keyhit"]
     if "fts" in rankers:
         ctes.append(_FTS)
         parts.append("SELECT id, rnk, evidence, 'fts' AS src, lines FROM fts")
     if "trigram" in rankers:
-        guard = (_TRIGRAM_GUARD if "fts" in rankers else "") + (" " + _SMALL_TABLE_GUARD if trigram_small_only else "")
+        guard = _TRIGRAM_GUARD if "fts" in rankers else ""
         ctes.append(_TRIGRAM.format(guard=guard))
         parts.append("SELECT id, rnk, evidence, 'trigram' AS src, NULL::text AS lines FROM trg")
     if "dense" in rankers and dense_space is not None:
@@ -274,14 +270,14 @@ SET LOCAL pg_trgm.word_similarity_threshold = {TRIGRAM_THRESHOLD};
 SET LOCAL hnsw.ef_search = {HNSW_EF_SEARCH};
 SET LOCAL hnsw.iterative_scan = relaxed_order"""
 
-_SQL_CACHE: dict[tuple[tuple[Ranker, ...], tuple[str, int] | None, bool], str] = {}
+_SQL_CACHE: dict[tuple[tuple[Ranker, ...], tuple[str, int] | None], str] = {}
 
 
-def search_sql(rankers: Iterable[Ranker], dense_space: tuple[str, int] | None, trigram_small_only: bool = False) -> str:
+def search_sql(rankers: Iterable[Ranker], dense_space: tuple[str, int] | None) -> str:
     """The fused ranking statement for these rankers (and vector space), cached."""
-    key = (tuple(r for r in ALL_RANKERS if r in set(rankers)), dense_space, trigram_small_only)
+    key = (tuple(r for r in ALL_RANKERS if r in set(rankers)), dense_space)
     if key not in _SQL_CACHE:
-        _SQL_CACHE[key] = _build_sql(key[0], dense_space, trigram_small_only)
+        _SQL_CACHE[key] = _build_sql(key[0], dense_space)
     return _SQL_CACHE[key]
 
 
@@ -329,11 +325,12 @@ async def hybrid_search(
     base_args: list[Any] = [
         user_pk, query, opts.candidates, memory_type, " ".join(negated_words(query)), websearch_text(query)
     ]  # fmt: skip
-    trigram_small_only = len(lexical) > 1 and not wants_trigram(query)
+    if len(lexical) > 1 and not wants_trigram(query):
+        lexical = [r for r in lexical if r != "trigram"]  # long or digit-bearing queries: it does not earn its cost
     if "dense" not in wanted or embeddings is None or not embeddings.available:
         if not lexical:
             return []
-        rows = await _fetch(pool, search_sql(lexical, None, trigram_small_only), base_args, connection)
+        rows = await _fetch(pool, search_sql(lexical, None), base_args, connection)
     else:
         # The query is embedded (model thread or endpoint) while PostgreSQL ranks lexically on one
         # connection; the dense ranking starts on another as soon as the vector exists, without waiting
@@ -341,9 +338,7 @@ async def hybrid_search(
         emb = embeddings.embedder
         vector_task = asyncio.create_task(embeddings.query_vector(query))
         lexical_task = asyncio.create_task(
-            _fetch(pool, search_sql(lexical, None, trigram_small_only), base_args, connection)
-            if lexical
-            else _no_rows()
+            _fetch(pool, search_sql(lexical, None), base_args, connection) if lexical else _no_rows()
         )
         dense_task: asyncio.Task[list[dict[str, Any]]] | None = None
         try:
