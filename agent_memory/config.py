@@ -61,6 +61,12 @@ class Settings(BaseSettings):
         description="Longest one database statement may run before it is cancelled with a clear error (0: none).",
     )
 
+    database_pooler: Literal["none", "pgbouncer"] = Field(
+        default="none",
+        description="'pgbouncer': the URL is a PgBouncer in transaction mode (no prepared-statement cache, no "
+        "startup parameters; the statement timeout is then enforced by the client only).",
+    )
+
     def resolved_home(self) -> Path:
         """The state directory with ``~`` expanded (not created)."""
         return self.home.expanduser()

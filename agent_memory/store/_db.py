@@ -277,6 +277,12 @@ async def _open_pool(url: str, settings: Settings) -> GuardedPool:
     """
     limit = settings.statement_timeout_seconds
     server_settings = {"statement_timeout": str(int(limit * 1000))} if limit else {}
+    pooled = settings.database_pooler == "pgbouncer"
+    if pooled:
+        # PgBouncer in transaction mode hands each transaction to any server connection: a statement prepared on
+        # one is unknown on the next (asyncpg's cache must be off), and it refuses startup parameters it does not
+        # know (statement_timeout: the client-side timeout below still cancels a statement that runs too long).
+        server_settings = {}
     pool = GuardedPool(
         url,
         statement_timeout=limit or None,
@@ -290,8 +296,9 @@ async def _open_pool(url: str, settings: Settings) -> GuardedPool:
         connection_class=asyncpg.Connection,
         record_class=asyncpg.Record,
         timeout=15,
-        command_timeout=limit + 5 if limit else None,
+        command_timeout=(limit if pooled else limit + 5) if limit else None,
         server_settings=server_settings,
+        statement_cache_size=0 if pooled else 100,
     )
     await pool
     return pool
@@ -323,6 +330,11 @@ class Database:
         try:
             pool = await _open_pool(url, settings)
         except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            if "unsupported startup parameter" in str(exc):  # PgBouncer refusing statement_timeout
+                raise DatabaseUnavailable(
+                    f"{redact_url(url)} is a connection pooler that refuses startup parameters ({exc}): set "
+                    "AGENT_MEMORY_DATABASE_POOLER=pgbouncer (transaction pooling works with it)"
+                ) from exc
             raise DatabaseUnavailable(
                 f"cannot connect to PostgreSQL at {redact_url(url)}: {exc}. Check that the server is running "
                 "and that AGENT_MEMORY_DATABASE_URL (user, password, host, port, database) is right, "
