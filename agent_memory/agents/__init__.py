@@ -6,6 +6,18 @@ Example:
     'coder'
 """
 
+from ._actors import (
+    CancelRun,
+    ExecutorActor,
+    RemoteCodeExecutor,
+    RemoteExecutorUnavailable,
+    RunCodeRequest,
+    RunCodeResult,
+    add_serializers,
+    connect_executor_runtime,
+    executor_type,
+    shard_of,
+)
 from ._builder import AgentBuilder, AgentSession, has_code_block
 from ._code_agent import CODE_AGENT_SYSTEM_MESSAGE, CodeAgent
 from ._events import CodeProgressEvent, MemoryContextEvent, MemoryStoredEvent
@@ -22,11 +34,13 @@ __all__ = [
     "HINT_HEADER",
     "AgentBuilder",
     "AgentSession",
+    "CancelRun",
     "CodeAgent",
     "CodeAgentSpec",
     "CodeProgressEvent",
     "ContextSpec",
     "ExecutionResult",
+    "ExecutorActor",
     "ExecutorAgent",
     "ExecutorSpec",
     "IsolationReport",
@@ -35,12 +49,19 @@ __all__ = [
     "MemoryStoredEvent",
     "ModelConfigError",
     "ModelSettings",
+    "RemoteCodeExecutor",
+    "RemoteExecutorUnavailable",
     "RemovedFiles",
+    "RunCodeRequest",
+    "RunCodeResult",
     "SandboxPolicy",
     "SandboxUnavailable",
     "SkillHints",
     "SkillsAgentBuilder",
     "TeamSpec",
+    "add_serializers",
+    "connect_executor_runtime",
+    "executor_type",
     "fix_description",
     "forget_user_files",
     "has_code_block",
@@ -50,5 +71,6 @@ __all__ = [
     "load_model_client",
     "safe_path_part",
     "sandbox_uid",
+    "shard_of",
     "user_work_root",
 ]

@@ -65,6 +65,7 @@ from ..store import MemoryStore
 from ..tokens import count_tokens
 from ..tools import memory_tools
 from ..validation import check_user_id
+from ._actors import RemoteCodeExecutor
 from ._code_agent import CODE_AGENT_SYSTEM_MESSAGE, CodeAgent
 from ._events import CodeProgressEvent, MemoryContextEvent, MemoryStoredEvent
 from ._executor import ExecutorAgent, LocalProcessGroupExecutor
@@ -250,6 +251,8 @@ class AgentBuilder:
         memory_model_client: ChatCompletionClient | None = None,
         home: str | Path | None = None,
         runtime: AgentRuntime | None = None,
+        executor_runtime: AgentRuntime | None = None,
+        executor_shards: int = 1,
     ) -> None:
         self.store = store
         self.user_id = check_user_id(user_id)
@@ -258,6 +261,9 @@ class AgentBuilder:
         self._memory_model_client = memory_model_client
         self.home = Path(home).expanduser() if home is not None else get_settings().resolved_home()
         self.runtime = runtime
+        # Code runs on ExecutorActors of this runtime (executor workers, possibly on other machines) when given.
+        self.executor_runtime = executor_runtime
+        self.executor_shards = executor_shards
 
     @staticmethod
     async def load_spec(store: MemoryStore, source: str | None) -> TeamSpec:
@@ -313,6 +319,11 @@ class AgentBuilder:
         """Local process-group executor in :meth:`work_dir`; Docker when the spec (or
         ``AGENT_MEMORY_EXECUTOR=docker``) asks for it."""
         spec = self.spec.executor
+        if self.executor_runtime is not None:  # the executor workers run it, in their sandboxes
+            return RemoteCodeExecutor(
+                self.executor_runtime, user_id=self.user_id, thread_id=thread_id, shards=self.executor_shards,
+                timeout_seconds=spec.timeout_seconds,
+            )  # fmt: skip
         kind = os.environ.get("AGENT_MEMORY_EXECUTOR", spec.kind)
         work_dir = self.work_dir(thread_id)
         if kind == "docker":

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import shutil
 import signal
 import sys
@@ -48,7 +49,9 @@ from ..agents import (
     MemoryContextEvent,
     MemoryStoredEvent,
     ModelConfigError,
+    RemoteExecutorUnavailable,
     TeamSpec,
+    connect_executor_runtime,
 )
 from ..store import TeamSpecStore
 from ..tools import MEMORY_TOOL_NAMES
@@ -231,7 +234,13 @@ async def cmd_chat(args: argparse.Namespace, cli: Cli) -> int:
         raise UsageError(f"--spec {args.spec!r} is neither a file nor a spec name in the agents table") from exc
     if args.max_turns is not None:
         spec = spec.model_copy(update={"max_turns": args.max_turns})
-    builder = AgentBuilder(store, user, spec=spec)
+    executor_runtime = None
+    if args.runtime:  # code runs on the executor workers of that runtime, never here
+        try:
+            executor_runtime = await connect_executor_runtime(args.runtime)
+        except RemoteExecutorUnavailable as exc:
+            raise UsageError(str(exc)) from exc
+    builder = AgentBuilder(store, user, spec=spec, executor_runtime=executor_runtime, executor_shards=args.shards)
     try:
         model_client = builder.build_model_client()
     except ModelConfigError as exc:
@@ -351,6 +360,18 @@ def register(subparsers: Any) -> None:
     p.add_argument("--message", "-m", action="append", help="send this message and exit (repeatable)")
     p.add_argument("--user", "-u", help="user identifier (default: $AGENT_MEMORY_USER)")
     p.add_argument("--json", action="store_true", help="one JSON object per event")
+    p.add_argument(
+        "--runtime",
+        metavar="HOST:PORT",
+        default=os.environ.get("AGENT_MEMORY_RUNTIME"),
+        help="run code on the executor workers of this runtime host ($AGENT_MEMORY_RUNTIME)",
+    )
+    p.add_argument(
+        "--shards",
+        type=int,
+        default=int(os.environ.get("AGENT_MEMORY_EXECUTOR_SHARDS", "1")),
+        help="how many executor workers share the users ($AGENT_MEMORY_EXECUTOR_SHARDS, default 1)",
+    )
     p.add_argument("--verbose", "-v", action="store_true", help="show AutoGen's log messages")
     p.set_defaults(handler=_chat_handler)
 

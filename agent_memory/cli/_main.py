@@ -49,6 +49,7 @@ COMMAND_PROVIDERS: dict[str, tuple[str, ...]] = {
     "agent_memory.cli._skills:register": ("skills",),
     "agent_memory.cli._chat:register": ("chat", "agents"),
     "agent_memory.cli._lifecycle:register": ("update", "history", "retract", "export", "import", "audit", "purge"),
+    "agent_memory.cli._runtime:register": ("runtime",),
 }
 
 Handler = Callable[[argparse.Namespace, "Cli"], Awaitable[int]]

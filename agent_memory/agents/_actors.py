@@ -1,0 +1,263 @@
+"""Code execution as an actor on AutoGen's runtime, so executors can run on other machines.
+
+An :class:`ExecutorActor` (an autogen-core ``RoutedAgent``) runs the code blocks of a :class:`RunCodeRequest` in
+the same sandboxed :class:`LocalProcessGroupExecutor` a single-machine team uses, in the user's work directory
+on the worker, and answers with a :class:`RunCodeResult`. A :class:`CancelRun` message stops a run (its whole
+process namespace). A :class:`RemoteCodeExecutor` is the other side: an AutoGen ``CodeExecutor`` that sends the
+blocks to the actor, so the team's :class:`ExecutorAgent` (placeholders, offloading, progress) works unchanged.
+
+Messages are Pydantic models, serialised as JSON by AutoGen's gRPC runtime (``autogen-ext[grpc]``): a host
+(``GrpcWorkerAgentRuntimeHost``) routes them, workers register the actor, and the UI or the chat process is a
+client runtime. AutoGen's Python host accepts one worker per agent type, so executors are sharded: worker *i* of
+*n* registers ``agent_memory_executor_i`` and a user's runs always go to shard ``sha256(user) % n``, where that
+user's work directory lives (affinity, no shared storage needed). No worker reachable: the run fails with a
+clear error; code never falls back to running in the client process.
+
+Example:
+    >>> shard_of("alice", 4) == shard_of("alice", 4)
+    True
+    >>> executor_type(2)
+    'agent_memory_executor_2'
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from hashlib import sha256
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from autogen_core import (
+    AgentId,
+    AgentRuntime,
+    CancellationToken,
+    MessageContext,
+    RoutedAgent,
+    message_handler,
+    try_get_known_serializers_for_type,
+)
+from autogen_core.code_executor import CodeBlock, CodeExecutor
+from pydantic import BaseModel, Field
+
+from ._executor import ExecutionResult, LocalProcessGroupExecutor
+from ._spec import ExecutorSpec
+from ._workspace import safe_path_part, user_work_root
+
+if TYPE_CHECKING:
+    from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime
+
+EXECUTOR_TYPE_PREFIX = "agent_memory_executor"
+
+
+class Block(BaseModel):
+    language: str
+    code: str
+
+
+class RunCodeRequest(BaseModel):
+    """Run these blocks for this user and thread (the key of the actor that receives it is the user)."""
+
+    run_id: str
+    user_id: str
+    thread_id: str
+    blocks: list[Block]
+
+
+class RunCodeResult(BaseModel):
+    exit_code: int
+    output: str
+    duration_s: float = 0.0
+    timed_out: bool = False
+    truncated: bool = False
+    output_bytes: int = 0
+    not_utf8: bool = False
+    worker: str = Field(default="", description="which worker ran it")
+
+
+class CancelRun(BaseModel):
+    """Stop a run (Stop in the UI, Ctrl-C, a cancelled turn): its processes are killed on the worker."""
+
+    run_id: str
+
+
+class Ping(BaseModel):
+    """Is the worker there? (Sent before a run and every few seconds during it; the host drops messages for an
+    agent type no worker serves, so silence is how a missing or dead worker shows.)"""
+
+
+class Pong(BaseModel):
+    worker: str = ""
+
+
+MESSAGE_TYPES: tuple[type[BaseModel], ...] = (RunCodeRequest, RunCodeResult, CancelRun, Ping, Pong)
+LIVENESS_SECONDS = 5.0
+
+
+def add_serializers(runtime: Any) -> None:
+    """Teach a runtime (gRPC worker or client) the actor's message types."""
+    for message_type in MESSAGE_TYPES:
+        runtime.add_message_serializer(try_get_known_serializers_for_type(message_type))
+
+
+def shard_of(user_id: str, shards: int) -> int:
+    """The executor shard of a user: stable across processes and restarts."""
+    return int.from_bytes(sha256(user_id.encode()).digest()[:8], "big") % max(shards, 1)
+
+
+def executor_type(shard: int) -> str:
+    return f"{EXECUTOR_TYPE_PREFIX}_{shard}"
+
+
+class ExecutorActor(RoutedAgent):
+    """Runs code for any user routed to this worker, each in their own sandboxed work directory."""
+
+    def __init__(self, *, home: Path, spec: ExecutorSpec, worker_name: str = "") -> None:
+        super().__init__("runs code blocks in the sandbox for one user")
+        self._home = home
+        self._spec = spec
+        self._worker_name = worker_name
+        self._runs: dict[str, CancellationToken] = {}
+
+    @message_handler
+    async def run_code(self, message: RunCodeRequest, ctx: MessageContext) -> RunCodeResult:
+        executor = LocalProcessGroupExecutor(
+            timeout=self._spec.timeout_seconds,
+            work_dir=user_work_root(self._home, message.user_id) / safe_path_part(message.thread_id),
+            max_output_bytes=self._spec.max_output_bytes,
+            sandbox=self._spec.sandbox_policy(),
+            owner=message.user_id,
+            home=self._home,
+        )
+        token = CancellationToken()
+        self._runs[message.run_id] = token
+        try:
+            blocks = [CodeBlock(code=b.code, language=b.language) for b in message.blocks]
+            result = await executor.execute_code_blocks(blocks, cancellation_token=token)
+        finally:
+            self._runs.pop(message.run_id, None)
+        return RunCodeResult(
+            exit_code=result.exit_code, output=result.output, duration_s=getattr(result, "duration_s", 0.0),
+            timed_out=getattr(result, "timed_out", False), truncated=getattr(result, "truncated", False),
+            output_bytes=getattr(result, "output_bytes", 0), not_utf8=getattr(result, "not_utf8", False),
+            worker=self._worker_name,
+        )  # fmt: skip
+
+    @message_handler
+    async def ping(self, message: Ping, ctx: MessageContext) -> Pong:
+        return Pong(worker=self._worker_name)
+
+    @message_handler
+    async def cancel_run(self, message: CancelRun, ctx: MessageContext) -> Pong:
+        token = self._runs.get(message.run_id)
+        if token is not None:
+            token.cancel()
+        return Pong(worker=self._worker_name)  # an answer, so the sender need not wait for a timeout
+
+
+class RemoteExecutorUnavailable(RuntimeError):
+    """No executor worker answered: the run is refused (code never runs in the client process instead)."""
+
+
+async def connect_executor_runtime(address: str, *, timeout_s: float = 15.0) -> GrpcWorkerAgentRuntime:
+    """A client runtime on the gRPC host at ``address`` ("HOST:PORT"), ready to send code to executor workers."""
+    from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime  # the autogen-ext[grpc] extra, only when used
+
+    runtime = GrpcWorkerAgentRuntime(host_address=address)
+    add_serializers(runtime)
+    try:
+        await asyncio.wait_for(runtime.start(), timeout_s)
+    except Exception as exc:
+        raise RemoteExecutorUnavailable(
+            f"cannot reach the runtime host at {address} ({type(exc).__name__}: {exc}). Start it with "
+            "`agent-memory runtime host --listen HOST:PORT`"
+        ) from exc
+    return runtime
+
+
+class RemoteCodeExecutor(CodeExecutor):
+    """An AutoGen ``CodeExecutor`` whose blocks run on an :class:`ExecutorActor` of the runtime."""
+
+    def __init__(self, runtime: AgentRuntime, *, user_id: str, thread_id: str, shards: int = 1,
+                 timeout_seconds: float = 60.0, address: str = "") -> None:  # fmt: skip
+        self._runtime = runtime
+        self._user_id = user_id
+        self._thread_id = thread_id
+        self._recipient = AgentId(executor_type(shard_of(user_id, shards)), safe_path_part(user_id))
+        self._reply_timeout = timeout_seconds + 30  # the worker's own timeout ends the run first
+        self._address = address
+
+    async def execute_code_blocks(
+        self, code_blocks: list[CodeBlock], cancellation_token: CancellationToken
+    ) -> ExecutionResult:
+        run_id = uuid.uuid4().hex
+        request = RunCodeRequest(
+            run_id=run_id, user_id=self._user_id, thread_id=self._thread_id,
+            blocks=[Block(language=b.language, code=b.code) for b in code_blocks],
+        )  # fmt: skip
+        await self._alive("the code was not run")
+        sent = asyncio.ensure_future(self._runtime.send_message(request, self._recipient))
+        cancelled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def on_cancel() -> None:
+            if not cancelled.done():
+                cancelled.set_result(None)
+
+        cancellation_token.add_callback(on_cancel)
+        deadline = asyncio.get_running_loop().time() + self._reply_timeout
+        try:
+            while True:
+                done, _ = await asyncio.wait({sent, cancelled}, timeout=LIVENESS_SECONDS,
+                                             return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+                if sent in done:
+                    break
+                if cancelled in done:
+                    raise asyncio.CancelledError
+                if asyncio.get_running_loop().time() > deadline:
+                    raise RemoteExecutorUnavailable(
+                        f"no answer from the executor worker in {self._reply_timeout:.0f} s"
+                    )
+                await self._alive("the run was lost")  # a worker that died mid-run fails it within seconds
+            try:
+                result = sent.result()
+            except Exception as exc:
+                raise RemoteExecutorUnavailable(
+                    f"the executor worker failed the run: {type(exc).__name__}: {exc}"
+                ) from exc
+        except BaseException:
+            if not sent.done():
+                sent.cancel()
+                await self._cancel_remote(run_id)
+            raise
+        if not isinstance(result, RunCodeResult):
+            raise RemoteExecutorUnavailable(f"the executor worker answered {type(result).__name__}, not a result")
+        return ExecutionResult(
+            exit_code=result.exit_code, output=result.output, code_file=None, duration_s=result.duration_s,
+            timed_out=result.timed_out, truncated=result.truncated, output_bytes=result.output_bytes,
+            languages=tuple(b.language for b in code_blocks), not_utf8=result.not_utf8,
+        )  # fmt: skip
+
+    async def _alive(self, consequence: str) -> None:
+        try:
+            await asyncio.wait_for(self._runtime.send_message(Ping(), self._recipient), LIVENESS_SECONDS)
+        except Exception as exc:
+            raise RemoteExecutorUnavailable(
+                f"{consequence}: no executor worker answers for {self._recipient.type} "
+                f"({type(exc).__name__}). Start one with `agent-memory runtime worker --connect "
+                f"{self._address or 'HOST:PORT'}`; code never runs in this process instead"
+            ) from exc
+
+    async def _cancel_remote(self, run_id: str) -> None:
+        try:
+            await asyncio.wait_for(self._runtime.send_message(CancelRun(run_id=run_id), self._recipient), 10)
+        except Exception:  # the worker is gone: its runs died with it (--die-with-parent)
+            pass
+
+    async def restart(self) -> None:
+        pass
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
