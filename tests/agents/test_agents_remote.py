@@ -133,4 +133,3 @@ async def test_a_team_runs_its_code_remotely_and_keeps_big_outputs_as_placeholde
     [ref] = parse_memory_refs(report)
     assert await store.retrieve(ref.key, user_id=user_id) == "".join(f"{n}\n" for n in range(1, 4001))
     assert not (tmp_path / "client" / "work").exists()  # nothing ran in the client process's home
-
