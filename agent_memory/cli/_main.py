@@ -87,12 +87,13 @@ class Cli:
 
     def emit(self, data: Any, text: str | None = None) -> None:
         """Print ``data`` as JSON with ``--json``, else ``text`` (or a readable rendering of ``data``)."""
+        # Flushed: long-running commands (runtime host/worker, ui) report readiness to whoever reads a pipe.
         if self.json:
-            print(json.dumps(data, default=_json_default, ensure_ascii=False, indent=2))
+            print(json.dumps(data, default=_json_default, ensure_ascii=False, indent=2), flush=True)
         elif text is not None:
-            print(text)
+            print(text, flush=True)
         else:
-            print(data)
+            print(data, flush=True)
 
     def error(self, message: str) -> None:
         if self.json:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,16 +29,19 @@ def free_port() -> int:
 
 
 def wait_for_line(proc: subprocess.Popen[str], text: str, limit_s: float = 60) -> None:
+    """Read ``proc``'s stdout until a line holds ``text`` (in a thread: a silent process must not hang the test)."""
     assert proc.stdout is not None
+    stdout = proc.stdout
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in iter(stdout.readline, "")], daemon=True).start()
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if text in line:
-            return
-        if not line and proc.poll() is not None:
-            raise AssertionError(
-                f"exited {proc.returncode} before printing {text!r}: {proc.stderr.read() if proc.stderr else ''}"
-            )
+        try:
+            if text in lines.get(timeout=0.5):
+                return
+        except queue.Empty:
+            if proc.poll() is not None:
+                raise AssertionError(f"exited {proc.returncode} before printing {text!r}") from None
     raise AssertionError(f"no {text!r} within {limit_s} s")
 
 
