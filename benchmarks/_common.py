@@ -23,6 +23,14 @@ def percentile(samples: list[float], p: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
+def auc(pos: list[float], neg: list[float]) -> float:
+    """Probability that a score from ``pos`` beats one from ``neg`` (ties count half); NaN when one is empty."""
+    if not pos or not neg:
+        return float("nan")
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return wins / (len(pos) * len(neg))
+
+
 def summary_ms(samples: list[float]) -> str:
     """``p50 / p95 / mean`` in milliseconds from samples in seconds."""
     ms = [s * 1000 for s in samples]

@@ -44,7 +44,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import machine, percentile, publish, throwaway_database_url
+from _common import auc, machine, percentile, publish, throwaway_database_url
 
 from agent_memory import MemoryStore
 from agent_memory.config import Settings
@@ -58,14 +58,6 @@ Ranker = Callable[[str], list[tuple[str, float]]]
 def load(which: str, name: str) -> list[dict[str, Any]]:
     docs: list[dict[str, Any]] = json.load(gzip.open(HERE / which / f"{name}.json.gz"))["docs"]
     return docs
-
-
-def auc(pos: list[float], neg: list[float]) -> float:
-    """Probability that an answerable query's top score beats an unanswerable one's (ties count half)."""
-    if not pos or not neg:
-        return float("nan")
-    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
-    return wins / (len(pos) * len(neg))
 
 
 def evaluate(rank: Ranker, docs: list[dict[str, Any]], foreign: list[dict[str, Any]], keys: dict[str, str],

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "retrieval"))
-from _common import throwaway_database_url
+from _common import auc, throwaway_database_url
 
 from agent_memory import MemoryStore
 from agent_memory.config import Settings
@@ -61,11 +61,6 @@ async def main() -> None:
         print(f"{name:9s} BM25         {metrics(base, gold)}")
     await synthetic(store)
     await store.close()
-
-
-def auc(pos: list[float], neg: list[float]) -> float:
-    pairs = [(p > n) + 0.5 * (p == n) for p in pos for n in neg]
-    return sum(pairs) / len(pairs) if pairs else float("nan")
 
 
 async def synthetic(store: MemoryStore) -> None:

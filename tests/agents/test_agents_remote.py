@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from autogen_core.code_executor import CodeBlock
 from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime, GrpcWorkerAgentRuntimeHost
 from support.processes import marker_seconds, processes_with, wait_until
 from support.scripted_llm import ScriptedLLM
+from support.servers import free_port
 
 from agent_memory import MemoryStore
 from agent_memory.agents import (
@@ -31,9 +31,7 @@ from agent_memory.placeholders import parse_memory_refs
 
 
 def free_address() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{s.getsockname()[1]}"
+    return f"127.0.0.1:{free_port()}"
 
 
 class Cluster:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -16,16 +15,11 @@ from pathlib import Path
 import pytest
 from support.processes import marker_seconds, processes_with
 from support.scripted_llm import ScriptedLLM, chat_env
+from support.servers import free_port
 
 from agent_memory.agents import shard_of
 
 CLI = [sys.executable, "-m", "agent_memory.cli"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for_line(proc: subprocess.Popen[str], text: str, limit_s: float = 60) -> None:

@@ -14,14 +14,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
+from support.servers import free_port
+
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 MISSING = "PgBouncer tests need Debian's pgbouncer (apt-get install pgbouncer; .ci/run does it)"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager
@@ -38,7 +34,7 @@ def running_pgbouncer(server_url: str, *, server_pool_size: int = 2) -> Iterator
         run_as = pwd.getpwuid(os.stat(host).st_uid).pw_name
     else:
         host_line = f"host={host} port={url.port or 5432}"
-    port = _free_port()
+    port = free_port()
     work = Path(tempfile.mkdtemp(prefix="am-pgbouncer-"))
     work.chmod(0o777)  # pgbouncer runs as another OS user (see run_as) and writes its log here
     (work / "userlist.txt").write_text(f'"{user}" ""\n')
