@@ -1,4 +1,5 @@
-"""Process-wide resources of the UI: the database URL, one MemoryStore, Chainlit's data layer.
+"""Process-wide resources of the UI: the database URL, one MemoryStore, Chainlit's data layer, and the connection
+to the executor workers when users' code runs on other machines (``AGENT_MEMORY_RUNTIME``).
 
 ``agent-memory ui`` passes ``AGENT_MEMORY_DATABASE_URL`` (the embedded server it started, or the configured
 server). Run directly (``chainlit run chainlit_app/app.py``) without a URL, the embedded server is started
@@ -12,9 +13,11 @@ import logging
 import os
 from collections.abc import MutableMapping
 
+from autogen_core import AgentRuntime
 from chainlit.data.chainlit_data_layer import ChainlitDataLayer
 
 from agent_memory import MemoryStore
+from agent_memory.agents import connect_executor_runtime
 from agent_memory.config import get_settings
 from agent_memory.store import ThreadStore, start_embedded_server
 
@@ -23,6 +26,8 @@ CHAINLIT_CI_FAKE_OPENAI_KEY = "sk-FAKE-OPENAI-API-KEY"
 
 _store: MemoryStore | None = None
 _store_lock: asyncio.Lock | None = None
+_executor_runtime: AgentRuntime | None = None
+_executor_lock: asyncio.Lock | None = None
 
 
 def database_url() -> str:
@@ -62,10 +67,36 @@ async def get_store() -> MemoryStore:
 
 
 async def close_store() -> None:
-    global _store
+    global _store, _executor_runtime
     if _store is not None:
         await _store.close()
         _store = None
+    if _executor_runtime is not None:
+        await _executor_runtime.stop()  # type: ignore[attr-defined]
+        _executor_runtime = None
+
+
+def executor_shards() -> int:
+    """How many executor workers share the users (``AGENT_MEMORY_EXECUTOR_SHARDS``, default 1)."""
+    return max(int(os.environ.get("AGENT_MEMORY_EXECUTOR_SHARDS") or "1"), 1)
+
+
+async def get_executor_runtime() -> AgentRuntime | None:
+    """The gRPC runtime at ``AGENT_MEMORY_RUNTIME`` (connected on first use), or ``None``: code runs here, sandboxed.
+
+    An unreachable host raises :class:`~agent_memory.agents.RemoteExecutorUnavailable` (the chat says so); code
+    never falls back to running in the UI process.
+    """
+    global _executor_runtime, _executor_lock
+    address = os.environ.get("AGENT_MEMORY_RUNTIME")
+    if not address:
+        return None
+    if _executor_lock is None:
+        _executor_lock = asyncio.Lock()
+    async with _executor_lock:
+        if _executor_runtime is None:
+            _executor_runtime = await connect_executor_runtime(address)
+    return _executor_runtime
 
 
 class AgentMemoryDataLayer(ChainlitDataLayer):

@@ -25,6 +25,7 @@ from autogen_core.model_context import ChatCompletionContext
 from agent_memory import MemoryStore
 from agent_memory.agents import AgentBuilder, AgentSession, ModelConfigError, TeamSpec, load_model_client
 from agent_memory.validation import check_identifier
+from chainlit_app.runtime import executor_shards, get_executor_runtime
 
 
 def model_setup_problem() -> str | None:
@@ -65,9 +66,13 @@ class UIAgentBuilder(AgentBuilder):
 
     @classmethod
     async def for_session(cls, store: MemoryStore, *, user_id: str, thread_id: str, **kwargs: Any) -> UIAgentBuilder:
-        """A builder with the UI's team spec: ``AGENT_MEMORY_UI_TEAM_SPEC`` or the default, streaming on."""
+        """A builder with the UI's team spec (``AGENT_MEMORY_UI_TEAM_SPEC`` or the default, streaming on), whose
+        code runs on the executor workers of ``AGENT_MEMORY_RUNTIME`` when it is set."""
         if "spec" not in kwargs:
             kwargs["spec"] = streaming(await AgentBuilder.load_spec(store, os.environ.get("AGENT_MEMORY_UI_TEAM_SPEC")))
+        if "executor_runtime" not in kwargs:
+            kwargs["executor_runtime"] = await get_executor_runtime()
+            kwargs.setdefault("executor_shards", executor_shards())
         return cls(store, user_id, thread_id=thread_id, **kwargs)
 
     async def build_model_context(

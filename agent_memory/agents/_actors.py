@@ -23,10 +23,12 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from hashlib import sha256
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 from autogen_core import (
     AgentId,
@@ -41,6 +43,7 @@ from autogen_core.code_executor import CodeBlock, CodeExecutor
 from pydantic import BaseModel, Field
 
 from ._executor import ExecutionResult, LocalProcessGroupExecutor
+from ._progress import OutputTail, while_running
 from ._spec import ExecutorSpec
 from ._workspace import safe_path_part, user_work_root
 
@@ -48,6 +51,9 @@ if TYPE_CHECKING:
     from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime
 
 EXECUTOR_TYPE_PREFIX = "agent_memory_executor"
+PROGRESS_SINK_PREFIX = "agent_memory_progress"
+PROGRESS_SINK_KEY = "runs"
+log = logging.getLogger(__name__)
 
 
 class Block(BaseModel):
@@ -62,6 +68,7 @@ class RunCodeRequest(BaseModel):
     user_id: str
     thread_id: str
     blocks: list[Block]
+    progress_to: str = Field(default="", description="agent type of the sender's progress sink ('' = none)")
 
 
 class RunCodeResult(BaseModel):
@@ -81,6 +88,15 @@ class CancelRun(BaseModel):
     run_id: str
 
 
+class RunProgress(BaseModel):
+    """A run on a worker is still going: what the UI's running step shows (sent twice a second)."""
+
+    run_id: str
+    elapsed_s: float
+    output_bytes: int
+    tail: str = ""
+
+
 class Ping(BaseModel):
     """Is the worker there? (Sent before a run and every few seconds during it; the host drops messages for an
     agent type no worker serves, so silence is how a missing or dead worker shows.)"""
@@ -90,7 +106,7 @@ class Pong(BaseModel):
     worker: str = ""
 
 
-MESSAGE_TYPES: tuple[type[BaseModel], ...] = (RunCodeRequest, RunCodeResult, CancelRun, Ping, Pong)
+MESSAGE_TYPES: tuple[type[BaseModel], ...] = (RunCodeRequest, RunCodeResult, RunProgress, CancelRun, Ping, Pong)
 LIVENESS_SECONDS = 5.0
 
 
@@ -131,17 +147,34 @@ class ExecutorActor(RoutedAgent):
         )
         token = CancellationToken()
         self._runs[message.run_id] = token
+        executor.output_tail = tail = OutputTail()
+        blocks = [CodeBlock(code=b.code, language=b.language) for b in message.blocks]
+        run = asyncio.ensure_future(executor.execute_code_blocks(blocks, cancellation_token=token))
+        forward = asyncio.ensure_future(self._forward_progress(message, run, tail))
         try:
-            blocks = [CodeBlock(code=b.code, language=b.language) for b in message.blocks]
-            result = await executor.execute_code_blocks(blocks, cancellation_token=token)
+            result = await run
         finally:
             self._runs.pop(message.run_id, None)
+            forward.cancel()
         return RunCodeResult(
             exit_code=result.exit_code, output=result.output, duration_s=getattr(result, "duration_s", 0.0),
             timed_out=getattr(result, "timed_out", False), truncated=getattr(result, "truncated", False),
             output_bytes=getattr(result, "output_bytes", 0), not_utf8=getattr(result, "not_utf8", False),
             worker=self._worker_name,
         )  # fmt: skip
+
+    async def _forward_progress(self, message: RunCodeRequest, run: asyncio.Future[Any], tail: OutputTail) -> None:
+        if not message.progress_to:
+            return
+        sink = AgentId(message.progress_to, PROGRESS_SINK_KEY)
+        languages = [b.language for b in message.blocks]
+        async for p in while_running(run, tail, source="executor", languages=languages):  # type: ignore[arg-type]
+            update = RunProgress(run_id=message.run_id, elapsed_s=p.elapsed_s, output_bytes=p.output_bytes,
+                                 tail=p.tail)  # fmt: skip
+            try:  # best effort: the result carries the whole output anyway
+                await asyncio.wait_for(self.send_message(update, sink), LIVENESS_SECONDS)
+            except Exception as exc:
+                log.debug("progress of run %s not delivered: %s", message.run_id, exc)
 
     @message_handler
     async def ping(self, message: Ping, ctx: MessageContext) -> Pong:
@@ -153,6 +186,46 @@ class ExecutorActor(RoutedAgent):
         if token is not None:
             token.cancel()
         return Pong(worker=self._worker_name)  # an answer, so the sender need not wait for a timeout
+
+
+class ProgressSink(RoutedAgent):
+    """The sending side's mailbox for :class:`RunProgress`: mirrors each update into the tail of its run."""
+
+    def __init__(self, tails: dict[str, OutputTail]) -> None:
+        super().__init__("shows the progress of runs on executor workers")
+        self._tails = tails
+
+    @message_handler
+    async def progress(self, message: RunProgress, ctx: MessageContext) -> Pong:
+        tail = self._tails.get(message.run_id)
+        if tail is not None:
+            tail.mirror(message.output_bytes, message.tail)
+        return Pong()
+
+
+# One sink per client runtime: its agent type (unique to this process), the tails of the runs in flight, and its
+# registration (a task, so concurrent first runs wait for the same one).
+_sinks: WeakKeyDictionary[AgentRuntime, tuple[str, dict[str, OutputTail], asyncio.Future[Any]]] = WeakKeyDictionary()
+
+
+async def progress_sink(runtime: AgentRuntime) -> tuple[str, dict[str, OutputTail]]:
+    """Register (once per runtime) the agent type workers send :class:`RunProgress` to."""
+    entry = _sinks.get(runtime)
+    if entry is None:
+        tails: dict[str, OutputTail] = {}
+        sink_type = f"{PROGRESS_SINK_PREFIX}_{uuid.uuid4().hex}"
+        entry = (
+            sink_type,
+            tails,
+            asyncio.ensure_future(ProgressSink.register(runtime, sink_type, lambda: ProgressSink(tails))),
+        )
+        _sinks[runtime] = entry
+    try:
+        await asyncio.shield(entry[2])
+    except Exception:
+        _sinks.pop(runtime, None)
+        raise
+    return entry[0], entry[1]
 
 
 class RemoteExecutorUnavailable(RuntimeError):
@@ -186,16 +259,27 @@ class RemoteCodeExecutor(CodeExecutor):
         self._recipient = AgentId(executor_type(shard_of(user_id, shards)), safe_path_part(user_id))
         self._reply_timeout = timeout_seconds + 30  # the worker's own timeout ends the run first
         self._address = address
+        self.output_tail: OutputTail | None = None  # mirrors the worker's progress updates while a run is on
 
     async def execute_code_blocks(
         self, code_blocks: list[CodeBlock], cancellation_token: CancellationToken
     ) -> ExecutionResult:
         run_id = uuid.uuid4().hex
+        sink_type, tails = await progress_sink(self._runtime)
         request = RunCodeRequest(
             run_id=run_id, user_id=self._user_id, thread_id=self._thread_id,
-            blocks=[Block(language=b.language, code=b.code) for b in code_blocks],
+            blocks=[Block(language=b.language, code=b.code) for b in code_blocks], progress_to=sink_type,
         )  # fmt: skip
         await self._alive("the code was not run")
+        if self.output_tail is not None:
+            tails[run_id] = self.output_tail
+        try:
+            return await self._run(request, cancellation_token)
+        finally:
+            tails.pop(run_id, None)
+
+    async def _run(self, request: RunCodeRequest, cancellation_token: CancellationToken) -> ExecutionResult:
+        run_id = request.run_id
         sent = asyncio.ensure_future(self._runtime.send_message(request, self._recipient))
         cancelled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
@@ -234,7 +318,7 @@ class RemoteCodeExecutor(CodeExecutor):
         return ExecutionResult(
             exit_code=result.exit_code, output=result.output, code_file=None, duration_s=result.duration_s,
             timed_out=result.timed_out, truncated=result.truncated, output_bytes=result.output_bytes,
-            languages=tuple(b.language for b in code_blocks), not_utf8=result.not_utf8,
+            languages=tuple(b.language for b in request.blocks), not_utf8=result.not_utf8,
         )  # fmt: skip
 
     async def _alive(self, consequence: str) -> None:

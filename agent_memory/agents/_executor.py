@@ -34,7 +34,7 @@ import os
 import signal
 import time
 import warnings
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from hashlib import sha256
 from inspect import iscoroutinefunction
@@ -60,7 +60,7 @@ from ..context import OffloadedPart, Offloader, Refused
 from ..placeholders import format_memory_ref
 from ..store import MemoryStore
 from ._events import MemoryStoredEvent
-from ._progress import OutputTail, status_line, while_running
+from ._progress import LiveOutput, OutputTail, status_line, while_running
 from ._sandbox import (
     INSTALL_HINT,
     SandboxedCommand,
@@ -189,7 +189,7 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
         self._owner = owner
         self._home = Path(home).expanduser() if home is not None else None
         self._uid: int | None = None
-        self.on_output: Callable[[bytes], None] | None = None  # each chunk as it arrives (live progress)
+        self.output_tail: OutputTail | None = None  # fed each chunk as it arrives (live progress)
 
     @property
     def max_output_bytes(self) -> int:
@@ -342,8 +342,8 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
         async def read_all(stream: asyncio.StreamReader) -> None:
             nonlocal total
             while chunk := await stream.read(_READ_CHUNK):
-                if self.on_output is not None:
-                    self.on_output(chunk)
+                if self.output_tail is not None:
+                    self.output_tail.feed(chunk)
                 total += len(chunk)
                 room = cap - len(kept)
                 if room > 0:
@@ -488,15 +488,15 @@ class ExecutorAgent(CodeExecutorAgent):
         executor = self._code_executor
         run = asyncio.create_task(executor.execute_code_blocks(code_blocks, cancellation_token=cancellation_token))
         try:
-            if isinstance(executor, LocalProcessGroupExecutor):  # it reports output as it comes: show it live
+            if isinstance(executor, LiveOutput):  # it reports output as it comes (here or from a worker): show it
                 tail = OutputTail()
-                executor.on_output = tail.feed
+                executor.output_tail = tail
                 try:
                     languages = [b.language for b in code_blocks]
                     async for progress in while_running(run, tail, source=self.name, languages=languages):
                         yield progress
                 finally:
-                    executor.on_output = None
+                    executor.output_tail = None
             result = await run
         except BaseException:
             run.cancel()  # the consumer went away (Stop, a closed stream): the run's processes are killed

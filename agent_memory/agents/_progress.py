@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from autogen_core.code_executor import CodeResult
 
@@ -36,6 +36,7 @@ class OutputTail:
         self.total = 0
         self.changed = False
         self._buffer = bytearray()
+        self._mirrored: str | None = None
 
     def feed(self, chunk: bytes) -> None:
         self.total += len(chunk)
@@ -44,13 +45,28 @@ class OutputTail:
             del self._buffer[:-_KEEP_BYTES]
         self.changed = True
 
+    def mirror(self, total: int, text: str) -> None:
+        """Show what another tail reported (a run on an executor worker sends its tail, not its bytes)."""
+        self.total = total
+        self._mirrored = text
+        self.changed = True
+
     def text(self) -> str:
+        if self._mirrored is not None:
+            return self._mirrored
         decoded = bytes(self._buffer[-_KEEP_BYTES:]).decode("utf-8", errors="replace").replace("\r\n", "\n")
         lines = [line.rsplit("\r", 1)[-1] for line in decoded.split("\n")]  # a progress bar shows its last state
         tail = (
             "\n".join(lines[-(self.max_lines + 1) :]) if decoded.endswith("\n") else "\n".join(lines[-self.max_lines :])
         )
         return tail[-_MAX_TAIL_CHARS:]
+
+
+@runtime_checkable
+class LiveOutput(Protocol):
+    """An executor that feeds its output, as it comes, to the tail it is given (local or on a worker)."""
+
+    output_tail: OutputTail | None
 
 
 async def while_running(

@@ -185,6 +185,8 @@ async def cmd_ui(args: argparse.Namespace, cli: Cli) -> int:
         CHAINLIT_AUTH_SECRET=auth_secret(settings),
         CHAINLIT_APP_ROOT=str(prepare_app_root(settings.resolved_home())),
         AGENT_MEMORY_HOME=str(settings.resolved_home()),
+        **({"AGENT_MEMORY_RUNTIME": args.runtime} if args.runtime else {}),
+        AGENT_MEMORY_EXECUTOR_SHARDS=str(args.shards),
     )
     if not _model_configured():
         print(
@@ -273,4 +275,16 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("ui", help="start the chat UI (Chainlit) on the configured database")
     p.add_argument("--port", type=int, default=int(os.environ.get("AGENT_MEMORY_UI_PORT", "8000")))
     p.add_argument("--host", default=os.environ.get("AGENT_MEMORY_UI_HOST", "127.0.0.1"))
+    p.add_argument(
+        "--runtime",
+        metavar="HOST:PORT",
+        default=os.environ.get("AGENT_MEMORY_RUNTIME"),
+        help="run users' code on the executor workers of this runtime host ($AGENT_MEMORY_RUNTIME)",
+    )
+    p.add_argument(
+        "--shards",
+        type=int,
+        default=int(os.environ.get("AGENT_MEMORY_EXECUTOR_SHARDS", "1")),
+        help="how many executor workers share the users ($AGENT_MEMORY_EXECUTOR_SHARDS, default 1)",
+    )
     p.set_defaults(handler=cmd_ui)

@@ -3,67 +3,28 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from autogen_agentchat.messages import TextMessage
 from autogen_core import CancellationToken
 from autogen_core.code_executor import CodeBlock
-from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime, GrpcWorkerAgentRuntimeHost
+from support.cluster import Cluster
 from support.processes import marker_seconds, processes_with, wait_until
 from support.scripted_llm import ScriptedLLM
-from support.servers import free_port
 
 from agent_memory import MemoryStore
 from agent_memory.agents import (
     AgentBuilder,
-    ExecutorActor,
+    CodeProgressEvent,
+    ExecutorAgent,
     RemoteCodeExecutor,
     RemoteExecutorUnavailable,
-    add_serializers,
-    executor_type,
     shard_of,
 )
-from agent_memory.agents._spec import DEFAULT_TEAM_SPEC
 from agent_memory.placeholders import parse_memory_refs
-
-
-def free_address() -> str:
-    return f"127.0.0.1:{free_port()}"
-
-
-class Cluster:
-    """A host, ``workers`` executor workers (shard i has its own home) and a client runtime."""
-
-    def __init__(self, tmp_path: Path, workers: int) -> None:
-        self.address = free_address()
-        self.homes = [tmp_path / f"worker-{i}" for i in range(workers)]
-        self.host = GrpcWorkerAgentRuntimeHost(address=self.address)
-        self.workers: list[GrpcWorkerAgentRuntime] = []
-        self.client = GrpcWorkerAgentRuntime(host_address=self.address)
-
-    async def start(self) -> None:
-        self.host.start()
-        for i, home in enumerate(self.homes):
-            worker = GrpcWorkerAgentRuntime(host_address=self.address)
-            add_serializers(worker)
-            await worker.start()
-
-            def factory(home: Path = home, name: str = f"worker-{i}") -> ExecutorActor:
-                return ExecutorActor(home=home, spec=DEFAULT_TEAM_SPEC.executor, worker_name=name)
-
-            await ExecutorActor.register(worker, executor_type(i), factory)
-            self.workers.append(worker)
-        add_serializers(self.client)
-        await self.client.start()
-
-    async def stop(self) -> None:
-        for runtime in [self.client, *self.workers]:
-            with contextlib.suppress(Exception):  # a test may have stopped a worker already
-                await runtime.stop()
-        await self.host.stop()
 
 
 @pytest.fixture
@@ -131,3 +92,25 @@ async def test_a_team_runs_its_code_remotely_and_keeps_big_outputs_as_placeholde
     [ref] = parse_memory_refs(report)
     assert await store.retrieve(ref.key, user_id=user_id) == "".join(f"{n}\n" for n in range(1, 4001))
     assert not (tmp_path / "client" / "work").exists()  # nothing ran in the client process's home
+
+
+async def test_a_remote_run_streams_its_output_tail_to_the_team_while_it_runs(
+    cluster: Cluster, store: MemoryStore, user_id: str
+) -> None:
+    # Prints a line, then waits (at most 60 s) for the test to create `go` in its work directory on the worker.
+    code = (
+        "```python\nimport os, time\nprint('step 1 of 2', flush=True)\nend = time.time() + 60\n"
+        "while not os.path.exists('go') and time.time() < end:\n    time.sleep(0.02)\nprint('done')\n```"
+    )
+    agent = ExecutorAgent("executor", remote(cluster, user_id, thread="live"), store=store, user_id=user_id)
+    progress: list[CodeProgressEvent] = []
+    async for item in agent.on_messages_stream([TextMessage(content=code, source="coder")], CancellationToken()):
+        if isinstance(item, CodeProgressEvent):
+            progress.append(item)
+            if "step 1 of 2" in item.tail:  # seen live, from the worker: now let the code end
+                for work_dir in cluster.homes[shard_of(user_id, 2)].glob("work/*/live-*"):
+                    (work_dir / "go").touch()
+        final = item
+
+    assert any("step 1 of 2" in p.tail and p.output_bytes >= len("step 1 of 2\n") for p in progress)
+    assert "done" in final.chat_message.to_text()  # type: ignore[union-attr]

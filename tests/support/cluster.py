@@ -1,0 +1,48 @@
+"""A real AutoGen gRPC runtime on localhost: a host, executor workers (each with its own home) and a client."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime, GrpcWorkerAgentRuntimeHost
+
+from agent_memory.agents import ExecutorActor, add_serializers, executor_type
+from agent_memory.agents._spec import DEFAULT_TEAM_SPEC
+from support.servers import free_port
+
+
+def free_address() -> str:
+    return f"127.0.0.1:{free_port()}"
+
+
+class Cluster:
+    """A host, ``workers`` executor workers (shard i has its own home) and a client runtime."""
+
+    def __init__(self, tmp_path: Path, workers: int) -> None:
+        self.address = free_address()
+        self.homes = [tmp_path / f"worker-{i}" for i in range(workers)]
+        self.host = GrpcWorkerAgentRuntimeHost(address=self.address)
+        self.workers: list[GrpcWorkerAgentRuntime] = []
+        self.client = GrpcWorkerAgentRuntime(host_address=self.address)
+
+    async def start(self) -> None:
+        self.host.start()
+        for i, home in enumerate(self.homes):
+            worker = GrpcWorkerAgentRuntime(host_address=self.address)
+            add_serializers(worker)
+            await worker.start()
+
+            def factory(home: Path = home, name: str = f"worker-{i}") -> ExecutorActor:
+                return ExecutorActor(home=home, spec=DEFAULT_TEAM_SPEC.executor, worker_name=name)
+
+            await ExecutorActor.register(worker, executor_type(i), factory)
+            self.workers.append(worker)
+        add_serializers(self.client)
+        await self.client.start()
+
+    async def stop(self) -> None:
+        for runtime in [self.client, *self.workers]:
+            with contextlib.suppress(Exception):  # a test may have stopped a worker already
+                await runtime.stop()
+        await self.host.stop()
