@@ -13,9 +13,11 @@ from ._actors import (
     RemoteExecutorUnavailable,
     RunCodeRequest,
     RunCodeResult,
+    RunProgress,
     add_serializers,
     connect_executor_runtime,
     executor_type,
+    grpc_runtime,
     shard_of,
 )
 from ._builder import AgentBuilder, AgentSession, has_code_block
@@ -54,6 +56,7 @@ __all__ = [
     "RemovedFiles",
     "RunCodeRequest",
     "RunCodeResult",
+    "RunProgress",
     "SandboxPolicy",
     "SandboxUnavailable",
     "SkillHints",
@@ -64,6 +67,7 @@ __all__ = [
     "executor_type",
     "fix_description",
     "forget_user_files",
+    "grpc_runtime",
     "has_code_block",
     "isolation_report",
     "learn_from_run",

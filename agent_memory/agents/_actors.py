@@ -232,11 +232,27 @@ class RemoteExecutorUnavailable(RuntimeError):
     """No executor worker answered: the run is refused (code never runs in the client process instead)."""
 
 
+def grpc_runtime(address: str) -> GrpcWorkerAgentRuntime:
+    """AutoGen's gRPC worker runtime for the host at ``address``, with request ids unique across processes.
+
+    AutoGen's host keys the answers it waits for by target process and request id, and every runtime numbers its
+    requests from 1 (microsoft/autogen#7016): two chat processes sending to one worker at once could get each
+    other's answers, another user's output among them. A per-process prefix makes the ids distinct.
+    """
+    from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime  # grpc is imported only where it is used
+
+    class UniqueRequestIdRuntime(GrpcWorkerAgentRuntime):
+        _prefix = uuid.uuid4().hex
+
+        async def _get_new_request_id(self) -> str:
+            return f"{self._prefix}-{await super()._get_new_request_id()}"
+
+    return UniqueRequestIdRuntime(host_address=address)
+
+
 async def connect_executor_runtime(address: str, *, timeout_s: float = 15.0) -> GrpcWorkerAgentRuntime:
     """A client runtime on the gRPC host at ``address`` ("HOST:PORT"), ready to send code to executor workers."""
-    from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime  # the autogen-ext[grpc] extra, only when used
-
-    runtime = GrpcWorkerAgentRuntime(host_address=address)
+    runtime = grpc_runtime(address)
     add_serializers(runtime)
     try:
         await asyncio.wait_for(runtime.start(), timeout_s)

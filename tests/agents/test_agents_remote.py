@@ -22,6 +22,8 @@ from agent_memory.agents import (
     ExecutorAgent,
     RemoteCodeExecutor,
     RemoteExecutorUnavailable,
+    add_serializers,
+    grpc_runtime,
     shard_of,
 )
 from agent_memory.placeholders import parse_memory_refs
@@ -114,3 +116,36 @@ async def test_a_remote_run_streams_its_output_tail_to_the_team_while_it_runs(
 
     assert any("step 1 of 2" in p.tail and p.output_bytes >= len("step 1 of 2\n") for p in progress)
     assert "done" in final.chat_message.to_text()  # type: ignore[union-attr]
+
+
+async def test_two_chat_processes_running_code_on_one_worker_at_once_each_get_their_own_output(
+    tmp_path: Path,
+) -> None:
+    # Both clients number their requests from the same start; AutoGen's host keys the answers it awaits by target
+    # process and request id (microsoft/autogen#7016), so without distinct ids the answers could be swapped.
+    single = Cluster(tmp_path, workers=1)
+    await single.start()
+    second = grpc_runtime(single.address)
+    add_serializers(second)
+    await second.start()
+    code = "echo output of {user}; touch started; i=0; "
+    code += "while [ ! -e go ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done"
+    try:
+        runs = {
+            user: asyncio.ensure_future(
+                RemoteCodeExecutor(client, user_id=user, thread_id="t", address=single.address).execute_code_blocks(
+                    [CodeBlock(language="bash", code=code.format(user=user))], CancellationToken()
+                )
+            )
+            for user, client in (("alice", single.client), ("bob", second))
+        }
+        await wait_until(lambda: len(list(single.homes[0].glob("work/*/t-*/started"))) == 2)  # both in flight
+        for started in single.homes[0].glob("work/*/t-*/started"):
+            (started.parent / "go").touch()
+        results = {user: await asyncio.wait_for(run, 60) for user, run in runs.items()}
+    finally:
+        await second.stop()
+        await single.stop()
+
+    assert {user: r.output.strip() for user, r in results.items()} == {"alice": "output of alice",
+                                                                         "bob": "output of bob"}  # fmt: skip

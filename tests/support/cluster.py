@@ -7,7 +7,7 @@ from pathlib import Path
 
 from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime, GrpcWorkerAgentRuntimeHost
 
-from agent_memory.agents import ExecutorActor, add_serializers, executor_type
+from agent_memory.agents import ExecutorActor, add_serializers, executor_type, grpc_runtime
 from agent_memory.agents._spec import DEFAULT_TEAM_SPEC
 from support.servers import free_port
 
@@ -24,12 +24,12 @@ class Cluster:
         self.homes = [tmp_path / f"worker-{i}" for i in range(workers)]
         self.host = GrpcWorkerAgentRuntimeHost(address=self.address)
         self.workers: list[GrpcWorkerAgentRuntime] = []
-        self.client = GrpcWorkerAgentRuntime(host_address=self.address)
+        self.client = grpc_runtime(self.address)
 
     async def start(self) -> None:
         self.host.start()
         for i, home in enumerate(self.homes):
-            worker = GrpcWorkerAgentRuntime(host_address=self.address)
+            worker = grpc_runtime(self.address)
             add_serializers(worker)
             await worker.start()
 
