@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Coroutine
 from hashlib import sha256
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -116,6 +117,12 @@ def add_serializers(runtime: Any) -> None:
         runtime.add_message_serializer(try_get_known_serializers_for_type(message_type))
 
 
+async def within(request: Coroutine[Any, Any, Any], seconds: float) -> Any:
+    """The answer to a request, or TimeoutError after ``seconds``; the request itself is left to finish (AutoGen's
+    gRPC runtime fails noisily when an answer arrives for a request that was cancelled)."""
+    return await asyncio.wait_for(asyncio.shield(asyncio.ensure_future(request)), seconds)
+
+
 def shard_of(user_id: str, shards: int) -> int:
     """The executor shard of a user: stable across processes and restarts."""
     return int.from_bytes(sha256(user_id.encode()).digest()[:8], "big") % max(shards, 1)
@@ -172,7 +179,7 @@ class ExecutorActor(RoutedAgent):
             update = RunProgress(run_id=message.run_id, elapsed_s=p.elapsed_s, output_bytes=p.output_bytes,
                                  tail=p.tail)  # fmt: skip
             try:  # best effort: the result carries the whole output anyway
-                await asyncio.wait_for(self.send_message(update, sink), LIVENESS_SECONDS)
+                await within(self.send_message(update, sink), LIVENESS_SECONDS)
             except Exception as exc:
                 log.debug("progress of run %s not delivered: %s", message.run_id, exc)
 
@@ -339,7 +346,7 @@ class RemoteCodeExecutor(CodeExecutor):
 
     async def _alive(self, consequence: str) -> None:
         try:
-            await asyncio.wait_for(self._runtime.send_message(Ping(), self._recipient), LIVENESS_SECONDS)
+            await within(self._runtime.send_message(Ping(), self._recipient), LIVENESS_SECONDS)
         except Exception as exc:
             raise RemoteExecutorUnavailable(
                 f"{consequence}: no executor worker answers for {self._recipient.type} "
@@ -349,7 +356,7 @@ class RemoteCodeExecutor(CodeExecutor):
 
     async def _cancel_remote(self, run_id: str) -> None:
         try:
-            await asyncio.wait_for(self._runtime.send_message(CancelRun(run_id=run_id), self._recipient), 10)
+            await within(self._runtime.send_message(CancelRun(run_id=run_id), self._recipient), 10)
         except Exception:  # the worker is gone: its runs died with it (--die-with-parent)
             pass
 
