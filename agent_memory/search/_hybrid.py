@@ -63,8 +63,7 @@ from ._fusion import (
 )
 from ._worker import EmbeddingService, sql_literal, vector_literal
 
-FTS_COMMON_ROWS = 2000  # a query word in more rows than this is not used to find candidates
-DF_CAP = 1000  # document frequencies are counted up to this (IDF hardly changes beyond it)
+DF_CAP = 1000  # document frequencies are counted up to this; a word that common is not used to find candidates
 N_CAP = 50_000  # ... and the user's memories up to this
 HNSW_EF_SEARCH = 40  # pgvector default; iterative scan still fills the candidate list
 DEFAULT_MIN_SCORE = 0.15
@@ -106,23 +105,18 @@ neg AS (
 
 _FTS = f"""
 q0 AS (
-    -- one row per query word: its tsquery (words with digits also match as prefixes) and how many rows of
-    -- the table contain it, from the planner's statistics (0 when unknown or rare)
-    SELECT lq, coalesce(st.rows, 0) AS rows,
-           -- in how many of this user's memories the word occurs (counted up to a cap): rare words weigh more
-           (SELECT count(*) FROM (SELECT 1 FROM agent_memories m
-                                  WHERE m.user_id = $1 AND m.is_active AND m.search_vector @@ lq
-                                  LIMIT {DF_CAP}) d) AS df
+    -- one row per query word: its tsquery (words with digits also match as prefixes), in how many of this
+    -- user's memories it occurs (counted up to a cap), and whether the user has it at all (also deep in a long
+    -- output, where only the chunks hold it). Never table-wide statistics: other users' rows skew them, and a
+    -- partitioned table has none until its parent is analyzed.
+    SELECT lq, d.df, d.df > 0 OR EXISTS (SELECT 1 FROM agent_memory_chunks c
+                                         WHERE c.user_id = $1 AND c.search_vector @@ lq) AS present
     FROM unnest(tsvector_to_array(to_tsvector('english', $2))) l
     CROSS JOIN LATERAL (SELECT to_tsquery('simple', quote_literal(l)
                         || CASE WHEN l ~ '[0-9]' AND length(l) >= 5 THEN ':*' ELSE '' END) AS lq) t
-    LEFT JOIN (
-        SELECT x.e, x.f * greatest(c.reltuples, 0) AS rows
-        FROM pg_stats s
-        JOIN pg_class c ON c.oid = 'agent_memories'::regclass
-        CROSS JOIN LATERAL unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS x(e, f)
-        WHERE s.schemaname = current_schema() AND s.tablename = 'agent_memories' AND s.attname = 'search_vector'
-    ) st ON st.e = l
+    CROSS JOIN LATERAL (SELECT count(*) AS df FROM (SELECT 1 FROM agent_memories m
+                                                    WHERE m.user_id = $1 AND m.is_active AND m.search_vector @@ lq
+                                                    LIMIT {DF_CAP}) x) d
 ),
 n_docs AS (
     SELECT count(*) AS n FROM (SELECT 1 FROM agent_memories m WHERE m.user_id = $1 AND m.is_active LIMIT {N_CAP}) u
@@ -132,11 +126,12 @@ q AS (
            -- BM25's inverse document frequency of each word over the user's memories
            ARRAY(SELECT ln(1.0 + (n.n - q0.df + 0.5) / (q0.df + 0.5)) FROM q0, n_docs n) AS idfs,
            (SELECT string_agg(lq::text, ' | ')::tsquery FROM q0) AS tsq_or,
-           -- Rows are matched on the query's rarer words: a word found in thousands of rows ("use", "df")
-           -- would make PostgreSQL rank all of them. When every word is that common, all must match.
+           -- Rows are matched on the query's rarer words the user has: a word in over {DF_CAP} of the user's
+           -- memories ("use") would make PostgreSQL rank all of them. When every word the user has is that
+           -- common, all of those must match; when the user has none, nothing matches (typos go to trigram).
            coalesce(
-               (SELECT string_agg(lq::text, ' | ')::tsquery FROM q0 WHERE rows < {FTS_COMMON_ROWS}),
-               nullif(websearch_to_tsquery('english', $6), ''::tsquery),
+               (SELECT string_agg(lq::text, ' | ')::tsquery FROM q0 WHERE present AND df < {DF_CAP}),
+               (SELECT string_agg(lq::text, ' & ')::tsquery FROM q0 WHERE present),
                (SELECT string_agg(lq::text, ' | ')::tsquery FROM q0)
            ) AS tsq_match,
            websearch_to_tsquery('english', $6) AS tsq_web
