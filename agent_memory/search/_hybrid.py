@@ -134,6 +134,7 @@ q AS (
                (SELECT string_agg(lq::text, ' & ')::tsquery FROM q0 WHERE present),
                (SELECT string_agg(lq::text, ' | ')::tsquery FROM q0)
            ) AS tsq_match,
+           (SELECT string_agg(lq::text, ' | ')::tsquery FROM q0 WHERE present) AS tsq_any,
            websearch_to_tsquery('english', $6) AS tsq_web
 ),
 mem_hits AS (
@@ -142,6 +143,15 @@ mem_hits AS (
     WHERE m.user_id = $1 AND m.is_active AND q.tsq_or IS NOT NULL AND m.search_vector @@ q.tsq_match
       AND ($4::text IS NULL OR m.memory_type = $4)
     ORDER BY (m.search_vector @@ q.tsq_web) DESC, ts_rank(m.search_vector, q.tsq_or) DESC, m.created_at DESC
+    LIMIT $3
+),
+mem_hits_any AS (
+    -- the user's common words that never occur together: rows with any of them (only when nothing matched all)
+    SELECT m.id, NULL::tsvector AS chunk_vector, NULL::text AS lines
+    FROM agent_memories m, q
+    WHERE NOT EXISTS (SELECT 1 FROM mem_hits) AND q.tsq_any IS NOT NULL AND q.tsq_any <> q.tsq_match
+      AND m.user_id = $1 AND m.is_active AND m.search_vector @@ q.tsq_any AND ($4::text IS NULL OR m.memory_type = $4)
+    ORDER BY ts_rank(m.search_vector, q.tsq_or) DESC, m.created_at DESC
     LIMIT $3
 ),
 chunk_hits AS (
@@ -161,7 +171,8 @@ fts_hits AS (
     FROM (
         SELECT h.id, h.lines, CASE WHEN h.chunk_vector IS NULL THEN m.search_vector
                                    ELSE m.search_vector || h.chunk_vector END AS search_vector
-        FROM (SELECT * FROM mem_hits UNION ALL SELECT * FROM chunk_hits) h JOIN agent_memories m ON m.id = h.id
+        FROM (SELECT * FROM mem_hits UNION ALL SELECT * FROM mem_hits_any UNION ALL SELECT * FROM chunk_hits) h
+        JOIN agent_memories m ON m.id = h.id
     ) d, q
     ORDER BY d.id, (d.search_vector @@ q.tsq_web) DESC,
              (SELECT sum(w) FROM unnest(q.lexq, q.idfs) x(lq, w) WHERE d.search_vector @@ x.lq) DESC NULLS LAST,
