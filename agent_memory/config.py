@@ -67,6 +67,14 @@ class Settings(BaseSettings):
         "startup parameters; the statement timeout is then enforced by the client only).",
     )
 
+    partitions: int = Field(
+        default=0,
+        ge=0,
+        le=1024,
+        description="Hash-partition agent_memories by user into this many partitions when the schema is created "
+        "on an empty database (0: one plain table). An existing database keeps its layout.",
+    )
+
     def resolved_home(self) -> Path:
         """The state directory with ``~`` expanded (not created)."""
         return self.home.expanduser()

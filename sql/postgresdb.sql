@@ -102,6 +102,49 @@ CREATE TABLE IF NOT EXISTS agents (
     updated_at  TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 
+-- Partitioned by user (version 10): a fresh database applied with the session setting agent_memory.partitions = N
+-- (AGENT_MEMORY_PARTITIONS) gets agent_memories hash-partitioned on user_id in N partitions, so every query (all
+-- start from the user) reads one partition. A partitioned table's keys must hold user_id: its primary key is
+-- (user_id, id). Columns as below (section 1); later sections add theirs to both layouts alike.
+DO $$
+DECLARE
+    n INTEGER := coalesce(nullif(current_setting('agent_memory.partitions', true), ''), '0')::integer;
+BEGIN
+    IF n > 0 AND to_regclass('agent_memories') IS NULL THEN
+        CREATE TABLE agent_memories (
+            id               UUID NOT NULL DEFAULT gen_random_uuid(),
+            user_id          TEXT NOT NULL REFERENCES "User"("id") ON DELETE CASCADE,
+            agent_id         TEXT,
+            thread_id        TEXT,
+            memory_key       VARCHAR(255) NOT NULL,
+            memory_type      VARCHAR(50) NOT NULL DEFAULT 'note',
+            description      TEXT NOT NULL DEFAULT '',
+            content          TEXT NOT NULL,
+            content_encoding VARCHAR(16) NOT NULL DEFAULT 'text' CHECK (content_encoding IN ('text', 'nul-escaped')),
+            content_metadata JSONB NOT NULL DEFAULT '{}'::jsonb,
+            token_count      INTEGER NOT NULL DEFAULT 0 CHECK (token_count >= 0),
+            char_count       BIGINT NOT NULL DEFAULT 0,
+            content_sha256   CHAR(64) NOT NULL,
+            created_at       TIMESTAMPTZ NOT NULL DEFAULT now(),
+            last_accessed_at TIMESTAMPTZ,
+            access_count     INTEGER NOT NULL DEFAULT 0,
+            is_active        BOOLEAN NOT NULL DEFAULT TRUE,
+            search_vector    TSVECTOR GENERATED ALWAYS AS (
+                setweight(to_tsvector('english', coalesce(description, '')), 'A')
+                || setweight(to_tsvector('english', left(content, 100000)), 'B')
+            ) STORED,
+            search_head      TEXT GENERATED ALWAYS AS (
+                memory_key || ' ' || description || ' ' || left(content, 1000)
+            ) STORED,
+            CONSTRAINT agent_memories_pkey PRIMARY KEY (user_id, id),
+            CONSTRAINT agent_memories_user_key_uniq UNIQUE (user_id, memory_key)
+        ) PARTITION BY HASH (user_id);
+        FOR i IN 0 .. n - 1 LOOP
+            EXECUTE format('CREATE TABLE agent_memories_p%s PARTITION OF agent_memories '
+                           'FOR VALUES WITH (MODULUS %s, REMAINDER %s)', i, n, i);
+        END LOOP;
+    END IF;
+END $$;
 -- Layer 2, the detail store (seed 001 section 5.1, improved).
 -- content is the exact text; when it holds NUL characters (which Postgres TEXT refuses) it is stored
 -- escaped and content_encoding says so; agent_memory.store decodes it back byte for byte.
@@ -136,6 +179,12 @@ CREATE TABLE IF NOT EXISTS agent_memories (
     ) STORED,
     CONSTRAINT agent_memories_user_key_uniq UNIQUE (user_id, memory_key)
 );
+DO $$ BEGIN  -- version 10: other tables refer to a memory by (user_id, id), the key a partitioned table can have
+    IF (SELECT relkind FROM pg_class WHERE oid = 'agent_memories'::regclass) = 'r'
+       AND NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conname = 'agent_memories_user_id_uniq') THEN
+        ALTER TABLE agent_memories ADD CONSTRAINT agent_memories_user_id_uniq UNIQUE (user_id, id);
+    END IF;
+END $$;
 CREATE INDEX IF NOT EXISTS agent_memories_user_created_idx
     ON agent_memories (user_id, created_at DESC) WHERE is_active;
 CREATE INDEX IF NOT EXISTS agent_memories_user_type_idx
@@ -245,7 +294,7 @@ BEGIN
     IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector') THEN
         EXECUTE $ddl$
             CREATE TABLE IF NOT EXISTS agent_memory_embeddings (
-                memory_id      UUID NOT NULL REFERENCES agent_memories(id) ON DELETE CASCADE,
+                memory_id      UUID NOT NULL,
                 user_id        TEXT NOT NULL REFERENCES "User"("id") ON DELETE CASCADE,
                 model          TEXT NOT NULL,
                 dim            INTEGER NOT NULL CHECK (dim > 0),
@@ -253,6 +302,8 @@ BEGIN
                 embedding      vector NOT NULL,
                 created_at     TIMESTAMPTZ NOT NULL DEFAULT now(),
                 PRIMARY KEY (memory_id, model),
+                CONSTRAINT agent_memory_embeddings_memory_fkey FOREIGN KEY (user_id, memory_id)
+                    REFERENCES agent_memories (user_id, id) ON DELETE CASCADE,
                 CHECK (vector_dims(embedding) = dim)
             )
         $ddl$;
@@ -420,7 +471,8 @@ CREATE INDEX IF NOT EXISTS agent_memories_user_subject_idx
 CREATE INDEX IF NOT EXISTS agent_memories_expires_idx ON agent_memories (expires_at) WHERE expires_at IS NOT NULL;
 
 CREATE TABLE IF NOT EXISTS agent_memory_versions (
-    memory_id        UUID NOT NULL REFERENCES agent_memories(id) ON DELETE CASCADE,
+    memory_id        UUID NOT NULL,
+    user_id          TEXT NOT NULL,
     version          INTEGER NOT NULL CHECK (version >= 1),
     memory_type      VARCHAR(50) NOT NULL,
     description      TEXT NOT NULL,
@@ -433,7 +485,9 @@ CREATE TABLE IF NOT EXISTS agent_memory_versions (
     written_at       TIMESTAMPTZ NOT NULL,   -- when this version was written
     actor            TEXT,
     surface          VARCHAR(16) NOT NULL,
-    PRIMARY KEY (memory_id, version)
+    PRIMARY KEY (memory_id, version),
+    CONSTRAINT agent_memory_versions_memory_fkey FOREIGN KEY (user_id, memory_id)
+        REFERENCES agent_memories (user_id, id) ON DELETE CASCADE
 );
 
 -- Who changed what: one row per store, update, retract, delete, import and purge of a memory. Rows go with their
@@ -462,19 +516,21 @@ UPDATE agent_memory_schema SET version = 8, applied_at = now() WHERE version < 8
 -- head. A trigger keeps the chunks in step with the content (store, update, import alike); a line longer than
 -- what one vector holds is indexed up to 200,000 characters per chunk.
 CREATE TABLE IF NOT EXISTS agent_memory_chunks (
-    memory_id     UUID NOT NULL REFERENCES agent_memories(id) ON DELETE CASCADE,
+    memory_id     UUID NOT NULL,
     user_id       TEXT NOT NULL REFERENCES "User"("id") ON DELETE CASCADE,
     chunk_no      INTEGER NOT NULL,
     line_start    INTEGER NOT NULL,
     line_end      INTEGER NOT NULL,
     search_vector TSVECTOR NOT NULL,
-    PRIMARY KEY (memory_id, chunk_no)
+    PRIMARY KEY (memory_id, chunk_no),
+    CONSTRAINT agent_memory_chunks_memory_fkey FOREIGN KEY (user_id, memory_id)
+        REFERENCES agent_memories (user_id, id) ON DELETE CASCADE
 );
 
 CREATE OR REPLACE FUNCTION agent_memory_rechunk() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'UPDATE' THEN
-        DELETE FROM agent_memory_chunks WHERE memory_id = NEW.id;
+        DELETE FROM agent_memory_chunks WHERE user_id = NEW.user_id AND memory_id = NEW.id;
     END IF;
     -- Short contents need no chunks: the memory's own vector covers them whole.
     IF length(NEW.content) > 6000 OR length(NEW.content) - length(replace(NEW.content, E'\n', '')) >= 80 THEN
@@ -534,3 +590,33 @@ DO $$ BEGIN
 END $$;
 
 UPDATE agent_memory_schema SET version = 9, applied_at = now() WHERE version < 9;
+
+-- ---------------------------------------------------------------------------------------------------
+-- Section 10 (version 10): ready for partitioning by user
+-- ---------------------------------------------------------------------------------------------------
+-- Tables that refer to a memory do so by (user_id, memory_id), the key a table partitioned by user can have (see
+-- section 1; a fresh database gets these keys there). An older database gets them here: versions learn their
+-- user, and the foreign keys on the memory id alone are replaced.
+ALTER TABLE agent_memory_versions ADD COLUMN IF NOT EXISTS user_id TEXT;
+DO $$
+DECLARE
+    t TEXT;
+BEGIN
+    IF EXISTS (SELECT 1 FROM agent_memory_versions WHERE user_id IS NULL) THEN
+        UPDATE agent_memory_versions v SET user_id = m.user_id FROM agent_memories m
+        WHERE m.id = v.memory_id AND v.user_id IS NULL;
+    END IF;
+    ALTER TABLE agent_memory_versions ALTER COLUMN user_id SET NOT NULL;
+    FOREACH t IN ARRAY ARRAY['agent_memory_embeddings', 'agent_memory_versions', 'agent_memory_chunks'] LOOP
+        CONTINUE WHEN to_regclass(t) IS NULL;  -- no embeddings table without pgvector
+        IF EXISTS (SELECT 1 FROM pg_constraint WHERE conname = t || '_memory_id_fkey') THEN
+            EXECUTE format('ALTER TABLE %I DROP CONSTRAINT %I', t, t || '_memory_id_fkey');
+        END IF;
+        IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conname = t || '_memory_fkey') THEN
+            EXECUTE format('ALTER TABLE %I ADD CONSTRAINT %I FOREIGN KEY (user_id, memory_id) '
+                           'REFERENCES agent_memories (user_id, id) ON DELETE CASCADE', t, t || '_memory_fkey');
+        END IF;
+    END LOOP;
+END $$;
+
+UPDATE agent_memory_schema SET version = 10, applied_at = now() WHERE version < 10;

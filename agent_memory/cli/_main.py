@@ -330,6 +330,8 @@ async def cmd_db_status(args: argparse.Namespace, cli: Cli) -> int:
             f"server:         PostgreSQL {status['server_version']}",
             f"schema version: {status['schema_version']}",
             f"vector search:  {vector}",
+            "memories table: "
+            + (f"partitioned by user in {status['partitions']}" if status["partitions"] else "one table"),
             f"users:          {status['users']}",
             f"memories:       {status['memories']} ({status['stored_tokens']} tokens stored)",
             "code isolation: "

@@ -343,18 +343,22 @@ class Database:
         db = cls(pool, url, embedded)
         if apply_schema:
             try:
-                await db.apply_schema()
+                await db.apply_schema(partitions=settings.partitions)
             except Exception:
                 await pool.close()
                 raise
         return db
 
-    async def apply_schema(self) -> None:
-        """Apply ``sql/postgresdb.sql`` (idempotent) in one transaction, serialised across processes."""
+    async def apply_schema(self, *, partitions: int = 0) -> None:
+        """Apply ``sql/postgresdb.sql`` (idempotent) in one transaction, serialised across processes.
+
+        ``partitions`` > 0 hash-partitions ``agent_memories`` by user when the database has no schema yet.
+        """
         sql = schema_sql()
         async with self.pool.acquire() as conn, conn.transaction():
             # an upgrade may rebuild indexes on big tables: no statement timeout for it
             await conn.execute("SET LOCAL statement_timeout = 0")
+            await conn.execute("SELECT set_config('agent_memory.partitions', $1, true)", str(partitions))
             await conn.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK_ID, timeout=_SCHEMA_TIMEOUT)
             try:
                 await conn.execute(sql, timeout=_SCHEMA_TIMEOUT)
@@ -385,6 +389,9 @@ class Database:
                 )
             }
             version = await conn.fetchval("SELECT version FROM agent_memory_schema")
+            partitions = await conn.fetchval(
+                "SELECT count(*) FROM pg_inherits WHERE inhparent = 'agent_memories'::regclass"
+            )
             counts = await conn.fetchrow(
                 'SELECT (SELECT count(*) FROM "User") AS users, '
                 "(SELECT count(*) FROM agent_memories) AS memories, "
@@ -400,6 +407,7 @@ class Database:
             "extensions": extensions,
             "pgvector": "vector" in extensions,
             "pgvector_available": "vector" in available,
+            "partitions": int(partitions),
             "users": int(counts["users"]),
             "memories": int(counts["memories"]),
             "stored_tokens": int(counts["tokens"]),

@@ -44,7 +44,7 @@ ORDER BY m.created_at, m.memory_key
 _EXPORT_VERSIONS_SQL = """
 SELECT version, memory_type, description, content, content_encoding, content_metadata, token_count,
        content_sha256, written_at, actor, surface
-FROM agent_memory_versions WHERE memory_id = $1 ORDER BY version
+FROM agent_memory_versions WHERE memory_id = $1 AND user_id = $2 ORDER BY version
 """
 _EXISTING_KEYS_SQL = "SELECT memory_key FROM agent_memories WHERE user_id = $1 AND memory_key = ANY($2::text[])"
 _IMPORT_SQL = """
@@ -56,8 +56,8 @@ RETURNING id
 """
 _IMPORT_VERSION_SQL = """
 INSERT INTO agent_memory_versions (memory_id, version, memory_type, description, content, content_encoding,
-    content_metadata, token_count, char_count, content_sha256, written_at, actor, surface)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+    content_metadata, token_count, char_count, content_sha256, written_at, actor, surface, user_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 """
 _TIMES = ("created_at", "updated_at", "valid_from", "valid_until", "expires_at")
 
@@ -81,7 +81,7 @@ async def export_lines(store: MemoryStore, user_id: str) -> AsyncIterator[str]:
         for r in rows:
             versions = []
             if r["version"] > 1:
-                for v in await conn.fetch(_EXPORT_VERSIONS_SQL, r["id"]):
+                for v in await conn.fetch(_EXPORT_VERSIONS_SQL, r["id"], owner):
                     versions.append({
                         "version": v["version"], "memory_type": v["memory_type"], "description": v["description"],
                         "content": decode_content(v["content"], v["content_encoding"]),
@@ -213,5 +213,5 @@ async def _insert_one(conn: Any, owner: str, r: dict[str, Any], max_bytes: int, 
             check_description(v.get("description", "")), v_stored, v_encoding, check_metadata(v.get("metadata")),
             int(v.get("token_count") or 0), v_chars, v_sha,
             _parse_time(n, "written_at", v.get("written_at")) or datetime.now(UTC), v.get("actor"),
-            v.get("surface") or "import",
+            v.get("surface") or "import", owner,
         )  # fmt: skip

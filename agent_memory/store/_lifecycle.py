@@ -56,8 +56,8 @@ FROM agent_memories m WHERE {owned_by("m")} AND m.memory_key = $2 AND {NOT_EXPIR
 """
 _KEEP_VERSION_SQL = """
 INSERT INTO agent_memory_versions (memory_id, version, memory_type, description, content, content_encoding,
-    content_metadata, token_count, char_count, content_sha256, written_at, actor, surface)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+    content_metadata, token_count, char_count, content_sha256, written_at, actor, surface, user_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 """
 _UPDATE_SQL = f"""
 UPDATE agent_memories m SET description = $3, content = $4, content_encoding = $5, content_metadata = $6,
@@ -68,7 +68,7 @@ RETURNING {MEMORY_ITEM_COLUMNS}
 _VERSIONS_SQL = f"""
 SELECT v.version, v.written_at, v.actor, v.surface, v.description, v.memory_type, v.token_count, v.char_count,
        v.content_sha256, v.content_metadata
-FROM agent_memory_versions v JOIN agent_memories m ON m.id = v.memory_id
+FROM agent_memory_versions v JOIN agent_memories m ON m.id = v.memory_id AND m.user_id = v.user_id
 WHERE {owned_by("m")} AND m.memory_key = $2 AND {NOT_EXPIRED}
 ORDER BY v.version
 """
@@ -77,7 +77,8 @@ SELECT actor, surface, at FROM agent_memory_audit
 WHERE user_id = $1 AND memory_key = $2 AND action IN ('store', 'update', 'import') ORDER BY id DESC LIMIT 1
 """
 _VERSION_CONTENT_SQL = f"""
-SELECT v.content, v.content_encoding FROM agent_memory_versions v JOIN agent_memories m ON m.id = v.memory_id
+SELECT v.content, v.content_encoding FROM agent_memory_versions v
+JOIN agent_memories m ON m.id = v.memory_id AND m.user_id = v.user_id AND m.user_id = v.user_id
 WHERE {owned_by("m")} AND m.memory_key = $2 AND v.version = $3 AND {NOT_EXPIRED}
 """
 _RETRACT_SQL = f"""
@@ -230,6 +231,7 @@ class MemoryLifecycle:
                 _KEEP_VERSION_SQL, row["id"], row["version"], row["memory_type"], row["description"], row["content"],
                 row["content_encoding"], row["content_metadata"], row["token_count"], row["char_count"],
                 row["content_sha256"], row["written_at"], *await self._writer_of(conn, row["user_id"], key),
+                row["user_id"],
             )  # fmt: skip
             if content is None:
                 stored, encoding = row["content"], row["content_encoding"]
