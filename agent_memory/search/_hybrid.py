@@ -158,7 +158,7 @@ chunk_hits AS (
     -- long contents are also searched chunk by chunk (80 lines each): the whole content counts, and the hit
     -- says which lines matched
     SELECT c.memory_id AS id, c.search_vector AS chunk_vector, c.line_start || '-' || c.line_end AS lines
-    FROM agent_memory_chunks c JOIN agent_memories m ON m.id = c.memory_id, q
+    FROM agent_memory_chunks c JOIN agent_memories m ON m.id = c.memory_id AND m.user_id = c.user_id, q
     WHERE c.user_id = $1 AND m.is_active AND q.tsq_or IS NOT NULL AND c.search_vector @@ q.tsq_match
       AND ($4::text IS NULL OR m.memory_type = $4)
     ORDER BY (c.search_vector @@ q.tsq_web) DESC, ts_rank(c.search_vector, q.tsq_or) DESC, c.chunk_no DESC
@@ -172,7 +172,7 @@ fts_hits AS (
         SELECT h.id, h.lines, CASE WHEN h.chunk_vector IS NULL THEN m.search_vector
                                    ELSE m.search_vector || h.chunk_vector END AS search_vector
         FROM (SELECT * FROM mem_hits UNION ALL SELECT * FROM mem_hits_any UNION ALL SELECT * FROM chunk_hits) h
-        JOIN agent_memories m ON m.id = h.id
+        JOIN agent_memories m ON m.id = h.id AND m.user_id = $1
     ) d, q
     ORDER BY d.id, (d.search_vector @@ q.tsq_web) DESC,
              (SELECT sum(w) FROM unnest(q.lexq, q.idfs) x(lq, w) WHERE d.search_vector @@ x.lq) DESC NULLS LAST,
@@ -227,7 +227,7 @@ dense AS (
     SELECT d.id, row_number() OVER (ORDER BY d.dist) AS rnk,
            greatest(0.0, least(1.0, ((1.0 - d.dist) - $8) / greatest($9 - $8, 1e-6))) AS evidence,
            1.0 - d.dist AS cosine
-    FROM dense_raw d JOIN agent_memories m ON m.id = d.id
+    FROM dense_raw d JOIN agent_memories m ON m.id = d.id AND m.user_id = $1
     WHERE m.is_active AND ($4::text IS NULL OR m.memory_type = $4)
 )"""
 
@@ -263,7 +263,7 @@ fused AS (
 )
 SELECT {MEMORY_ITEM_COLUMNS}, left(m.content, 300) AS snippet,
        f.score::float8 AS score, f.rrf::float8 AS rrf, f.why, f.lines
-FROM fused f JOIN agent_memories m ON m.id = f.id, neg
+FROM fused f JOIN agent_memories m ON m.id = f.id AND m.user_id = $1, neg
 WHERE (neg.tsq IS NULL OR NOT (m.search_vector @@ neg.tsq)) AND {NOT_EXPIRED}
 ORDER BY f.score DESC, m.created_at DESC
 """

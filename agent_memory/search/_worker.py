@@ -234,7 +234,7 @@ class EmbeddingService:
             INSERT INTO agent_memory_embeddings (memory_id, user_id, model, dim, content_sha256, embedding)
             SELECT v.memory_id, v.user_id, $3, $4, v.sha, v.vec::vector
             FROM unnest($1::uuid[], $2::text[], $5::text[], $6::text[]) AS v(memory_id, user_id, sha, vec)
-            JOIN agent_memories m ON m.id = v.memory_id          -- skip memories deleted meanwhile
+            JOIN agent_memories m ON m.id = v.memory_id AND m.user_id = v.user_id  -- skip memories deleted meanwhile
             ON CONFLICT (memory_id, model) DO UPDATE
                SET embedding = EXCLUDED.embedding, content_sha256 = EXCLUDED.content_sha256, dim = EXCLUDED.dim,
                    created_at = now()

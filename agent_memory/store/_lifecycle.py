@@ -78,7 +78,7 @@ WHERE user_id = $1 AND memory_key = $2 AND action IN ('store', 'update', 'import
 """
 _VERSION_CONTENT_SQL = f"""
 SELECT v.content, v.content_encoding FROM agent_memory_versions v
-JOIN agent_memories m ON m.id = v.memory_id AND m.user_id = v.user_id AND m.user_id = v.user_id
+JOIN agent_memories m ON m.id = v.memory_id AND m.user_id = v.user_id
 WHERE {owned_by("m")} AND m.memory_key = $2 AND v.version = $3 AND {NOT_EXPIRED}
 """
 _RETRACT_SQL = f"""

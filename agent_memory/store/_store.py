@@ -125,8 +125,7 @@ SELECT 1 FROM gone
 # What forget-user removes, counted before the user row goes (everything below cascades from it).
 _FORGET_RECEIPT_SQL = """
 SELECT (SELECT count(*) FROM agent_memories WHERE user_id = $1) AS memories,
-       (SELECT count(*) FROM agent_memory_versions v JOIN agent_memories m ON m.id = v.memory_id
-        WHERE m.user_id = $1) AS memory_versions,
+       (SELECT count(*) FROM agent_memory_versions WHERE user_id = $1) AS memory_versions,
        (SELECT count(*) FROM "Thread" WHERE "userId" = $1) AS threads,
        (SELECT count(*) FROM agent_memory_contexts WHERE user_id = $1) AS saved_contexts,
        (SELECT count(*) FROM skills WHERE user_id = $1) AS skills,
