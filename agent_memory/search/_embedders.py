@@ -29,13 +29,16 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import importlib
 import importlib.util
 import math
 import os
+import re
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 
 from autogen_core import Component, ComponentBase
@@ -284,6 +287,15 @@ class OpenAIEmbedder(Embedder, Component[OpenAIEmbedderConfig]):
 # --------------------------------------------------------------------------------------------- local
 
 
+def cpu_has_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether the CPU computes bfloat16 natively (Linux: the avx512_bf16 or amx_bf16 flag)."""
+    try:
+        flags = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return bool(re.search(r"\b(avx512_bf16|amx_bf16)\b", flags))
+
+
 class SentenceTransformerEmbedderConfig(BaseModel):
     """A local sentence-transformers model."""
 
@@ -299,7 +311,19 @@ class SentenceTransformerEmbedderConfig(BaseModel):
         description="torch CPU threads (process-wide). 1 leaves the other cores to PostgreSQL and the app, and "
         "avoids OpenMP spin-waiting when cores are busy; None keeps torch's default (all cores).",
     )
-    max_chars: int = Field(default=2000, ge=100, description="MiniLM reads 256 word pieces; the rest is cut.")
+    max_chars: int = Field(default=2000, ge=100, description="Characters of each text handed to the model.")
+    max_tokens: int | None = Field(
+        default=128,
+        ge=8,
+        description="Word pieces the model reads of each text (None: the model's own limit, 256 for MiniLM). "
+        "128 reads the description and the start of the content at twice the speed of 256, with the same "
+        "development-set quality (benchmarks/embedders.md).",
+    )
+    precision: Literal["auto", "float32", "bfloat16"] = Field(
+        default="auto",
+        description="bfloat16 computes 1.7x faster on CPUs with native bf16 (avx512_bf16, amx_bf16) at the same "
+        "development-set quality; 'auto' uses it only there (emulated bf16 is slower than float32).",
+    )
     # all-MiniLM-L6-v2: unrelated texts score up to ~0.3 cosine, close paraphrases 0.5-0.8.
     similarity_floor: float = 0.25
     similarity_ceiling: float = 0.75
@@ -329,13 +353,17 @@ class SentenceTransformerEmbedder(Embedder, Component[SentenceTransformerEmbedde
         batch_size: int = 32,
         threads: int | None = 1,
         max_chars: int = 2000,
+        max_tokens: int | None = 128,
+        precision: Literal["auto", "float32", "bfloat16"] = "auto",
         similarity_floor: float = 0.25,
         similarity_ceiling: float = 0.75,
     ) -> None:
         self._config = SentenceTransformerEmbedderConfig(
             model=model, device=device, batch_size=batch_size, threads=threads, max_chars=max_chars,
-            similarity_floor=similarity_floor, similarity_ceiling=similarity_ceiling,
+            max_tokens=max_tokens, precision=precision, similarity_floor=similarity_floor,
+            similarity_ceiling=similarity_ceiling,
         )  # fmt: skip
+        self.bfloat16 = precision == "bfloat16" or (precision == "auto" and device == "cpu" and cpu_has_bf16())
         self.similarity_floor = similarity_floor
         self.similarity_ceiling = similarity_ceiling
         self._model: Any = None
@@ -393,6 +421,8 @@ class SentenceTransformerEmbedder(Embedder, Component[SentenceTransformerEmbedde
                 dim: Any = getter()
                 if not isinstance(dim, int):
                     raise EmbeddingError(f"{self._config.model} does not say its embedding dimension")
+                if self._config.max_tokens is not None:
+                    model.max_seq_length = min(self._config.max_tokens, model.max_seq_length or 10**9)
                 self._dimension = dim
                 self._model = model
             return self._model
@@ -403,7 +433,7 @@ class SentenceTransformerEmbedder(Embedder, Component[SentenceTransformerEmbedde
         # Stored memories go in small passes, so a search query waits at most for the one in flight.
         step = len(texts) if query else _BACKGROUND_PASS
         for start in range(0, len(texts), step):
-            with self._turns.turn(query=query):
+            with self._turns.turn(query=query), self._precision():
                 arr = model.encode(
                     [t[: self._config.max_chars] for t in texts[start : start + step]],
                     batch_size=self._config.batch_size,
@@ -413,6 +443,13 @@ class SentenceTransformerEmbedder(Embedder, Component[SentenceTransformerEmbedde
                 )
             vectors += [[float(x) for x in row] for row in arr]
         return vectors
+
+    def _precision(self) -> contextlib.AbstractContextManager[Any]:
+        if not self.bfloat16:
+            return contextlib.nullcontext()
+        torch = importlib.import_module("torch")
+        autocast: contextlib.AbstractContextManager[Any] = torch.autocast("cpu", dtype=torch.bfloat16)
+        return autocast
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:

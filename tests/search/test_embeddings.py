@@ -21,6 +21,7 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,6 +38,7 @@ from agent_memory.search import (
     embedder_from_settings,
     hybrid_search,
 )
+from agent_memory.search._embedders import cpu_has_bf16
 from agent_memory.store import find_user_pk
 
 # Words of one group map to one dimension: the stand-in model's notion of meaning.
@@ -424,3 +426,26 @@ async def test_local_minilm_finds_a_paraphrase(database_url: str, user_id: str) 
         assert await store.search("best sourdough bread recipe", user_id=user_id) == []
     finally:
         await store.close()
+
+
+def test_bfloat16_is_used_only_on_cpus_that_compute_it_natively(tmp_path: Path) -> None:
+    with_bf16, without = tmp_path / "bf16", tmp_path / "plain"
+    with_bf16.write_text("flags\t\t: fpu sse2 avx2 avx512f avx512_bf16 avx512_vnni\n")
+    without.write_text("flags\t\t: fpu sse2 avx2 avx512f avx512_vnni\n")
+
+    assert cpu_has_bf16(str(with_bf16)) and not cpu_has_bf16(str(without))
+    assert not cpu_has_bf16(str(tmp_path / "missing"))
+    assert SentenceTransformerEmbedder(precision="float32").bfloat16 is False
+    assert SentenceTransformerEmbedder(precision="bfloat16").bfloat16 is True
+
+
+@pytest.mark.skipif(not SentenceTransformerEmbedder.available(), reason="needs the local-embeddings extra")
+async def test_the_faster_default_gives_the_same_vectors_as_full_precision() -> None:
+    texts = ["disk full on /dev/sda1 while writing the backup", "pytest: 3 failed, assertion error in test_parser"]
+    fast, full = SentenceTransformerEmbedder(), SentenceTransformerEmbedder(precision="float32", max_tokens=None)
+    try:
+        for a, b in zip(await fast.embed(texts), await full.embed(texts), strict=True):
+            assert sum(x * y for x, y in zip(a, b, strict=True)) > 0.99  # short texts: only precision differs
+    finally:
+        await fast.close()
+        await full.close()
