@@ -17,7 +17,7 @@ from autogen_core import AgentRuntime
 from chainlit.data.chainlit_data_layer import ChainlitDataLayer
 
 from agent_memory import MemoryStore
-from agent_memory.agents import connect_executor_runtime
+from agent_memory.agents import connect_executor_runtime, tls_from_env
 from agent_memory.config import get_settings
 from agent_memory.store import ThreadStore, start_embedded_server
 
@@ -84,8 +84,9 @@ def executor_shards() -> int:
 async def get_executor_runtime() -> AgentRuntime | None:
     """The gRPC runtime at ``AGENT_MEMORY_RUNTIME`` (connected on first use), or ``None``: code runs here, sandboxed.
 
-    An unreachable host raises :class:`~agent_memory.agents.RemoteExecutorUnavailable` (the chat says so); code
-    never falls back to running in the UI process.
+    With ``AGENT_MEMORY_RUNTIME_TLS``, it connects over mutual TLS with the deployment's certificates. An
+    unreachable host raises :class:`~agent_memory.agents.RemoteExecutorUnavailable` (the chat says so); code never
+    falls back to running in the UI process.
     """
     global _executor_runtime, _executor_lock
     address = os.environ.get("AGENT_MEMORY_RUNTIME")
@@ -95,7 +96,7 @@ async def get_executor_runtime() -> AgentRuntime | None:
         _executor_lock = asyncio.Lock()
     async with _executor_lock:
         if _executor_runtime is None:
-            _executor_runtime = await connect_executor_runtime(address)
+            _executor_runtime = await connect_executor_runtime(address, tls=tls_from_env())
     return _executor_runtime
 
 

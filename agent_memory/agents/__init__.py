@@ -25,6 +25,7 @@ from ._code_agent import CODE_AGENT_SYSTEM_MESSAGE, CodeAgent
 from ._events import CodeProgressEvent, MemoryContextEvent, MemoryStoredEvent
 from ._executor import ExecutionResult, ExecutorAgent, LocalProcessGroupExecutor
 from ._model_config import ModelConfigError, ModelSettings, load_memory_model_client, load_model_client
+from ._runtime_tls import RuntimeTLS, RuntimeTLSError, make_certificates, runtime_host, tls_from_env
 from ._sandbox import IsolationReport, SandboxPolicy, SandboxUnavailable, isolation_report, sandbox_uid
 from ._skills_hook import HINT_HEADER, SkillHints, SkillsAgentBuilder, fix_description, learn_from_run
 from ._spec import DEFAULT_TEAM_SPEC, CodeAgentSpec, ContextSpec, ExecutorSpec, TeamSpec
@@ -57,6 +58,8 @@ __all__ = [
     "RunCodeRequest",
     "RunCodeResult",
     "RunProgress",
+    "RuntimeTLS",
+    "RuntimeTLSError",
     "SandboxPolicy",
     "SandboxUnavailable",
     "SkillHints",
@@ -73,8 +76,11 @@ __all__ = [
     "learn_from_run",
     "load_memory_model_client",
     "load_model_client",
+    "make_certificates",
+    "runtime_host",
     "safe_path_part",
     "sandbox_uid",
     "shard_of",
+    "tls_from_env",
     "user_work_root",
 ]

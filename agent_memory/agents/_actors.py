@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import uuid
 from collections.abc import Coroutine
@@ -45,6 +46,7 @@ from pydantic import BaseModel, Field
 
 from ._executor import ExecutionResult, LocalProcessGroupExecutor
 from ._progress import OutputTail, while_running
+from ._runtime_tls import RuntimeTLS
 from ._spec import ExecutorSpec
 from ._workspace import safe_path_part, user_work_root
 
@@ -239,14 +241,18 @@ class RemoteExecutorUnavailable(RuntimeError):
     """No executor worker answered: the run is refused (code never runs in the client process instead)."""
 
 
-def grpc_runtime(address: str) -> GrpcWorkerAgentRuntime:
-    """AutoGen's gRPC worker runtime for the host at ``address``, with request ids unique across processes.
+def grpc_runtime(address: str, tls: RuntimeTLS | None = None) -> GrpcWorkerAgentRuntime:
+    """AutoGen's gRPC worker runtime for the host at ``address``, with request ids unique across processes, and
+    mutual TLS with the deployment's certificates when ``tls`` is given.
 
     AutoGen's host keys the answers it waits for by target process and request id, and every runtime numbers its
     requests from 1 (microsoft/autogen#7016): two chat processes sending to one worker at once could get each
     other's answers, another user's output among them. A per-process prefix makes the ids distinct.
     """
+    grpc: Any = importlib.import_module("grpc")
     from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime  # grpc is imported only where it is used
+    from autogen_ext.runtimes.grpc._worker_runtime import HostConnection
+    from autogen_ext.runtimes.grpc.protos import agent_worker_pb2_grpc
 
     class UniqueRequestIdRuntime(GrpcWorkerAgentRuntime):
         _prefix = uuid.uuid4().hex
@@ -254,19 +260,39 @@ def grpc_runtime(address: str) -> GrpcWorkerAgentRuntime:
         async def _get_new_request_id(self) -> str:
             return f"{self._prefix}-{await super()._get_new_request_id()}"
 
+        async def start(self) -> None:
+            if tls is None:
+                return await super().start()
+            # AutoGen's connection opens a plaintext channel; the same connection over TLS:
+            options = list({**dict(HostConnection.DEFAULT_GRPC_CONFIG), **dict(self._extra_grpc_config)}.items())
+            channel = grpc.aio.secure_channel(address, tls.channel_credentials(), options=options)
+            stub = agent_worker_pb2_grpc.AgentRpcStub(channel)
+            connection = HostConnection(channel, stub)
+            connection._connection_task = await connection._connect(
+                stub, connection._send_queue, connection._recv_queue, connection._client_id
+            )
+            self._host_connection = connection
+            if self._read_task is None:
+                self._read_task = asyncio.create_task(self._run_read_loop())
+            self._running = True
+
     return UniqueRequestIdRuntime(host_address=address)
 
 
-async def connect_executor_runtime(address: str, *, timeout_s: float = 15.0) -> GrpcWorkerAgentRuntime:
-    """A client runtime on the gRPC host at ``address`` ("HOST:PORT"), ready to send code to executor workers."""
-    runtime = grpc_runtime(address)
+async def connect_executor_runtime(
+    address: str, *, tls: RuntimeTLS | None = None, timeout_s: float = 15.0
+) -> GrpcWorkerAgentRuntime:
+    """A client runtime on the gRPC host at ``address`` ("HOST:PORT"), ready to send code to executor workers
+    (over mutual TLS with ``tls``)."""
+    runtime = grpc_runtime(address, tls)
     add_serializers(runtime)
     try:
         await asyncio.wait_for(runtime.start(), timeout_s)
     except Exception as exc:
         raise RemoteExecutorUnavailable(
-            f"cannot reach the runtime host at {address} ({type(exc).__name__}: {exc}). Start it with "
-            "`agent-memory runtime host --listen HOST:PORT`"
+            f"cannot reach the runtime host at {address} ({type(exc).__name__}: {str(exc)[:300]}). Start it with "
+            "`agent-memory runtime host --listen HOST:PORT`; if it uses TLS, give this process the deployment's "
+            "certificates (--tls DIR or AGENT_MEMORY_RUNTIME_TLS)"
         ) from exc
     return runtime
 

@@ -50,6 +50,8 @@ from ..agents import (
     MemoryStoredEvent,
     ModelConfigError,
     RemoteExecutorUnavailable,
+    RuntimeTLS,
+    RuntimeTLSError,
     TeamSpec,
     connect_executor_runtime,
 )
@@ -237,8 +239,9 @@ async def cmd_chat(args: argparse.Namespace, cli: Cli) -> int:
     executor_runtime = None
     if args.runtime:  # code runs on the executor workers of that runtime, never here
         try:
-            executor_runtime = await connect_executor_runtime(args.runtime)
-        except RemoteExecutorUnavailable as exc:
+            tls = RuntimeTLS.load(args.runtime_tls) if args.runtime_tls else None
+            executor_runtime = await connect_executor_runtime(args.runtime, tls=tls)
+        except (RemoteExecutorUnavailable, RuntimeTLSError) as exc:
             raise UsageError(str(exc)) from exc
     builder = AgentBuilder(store, user, spec=spec, executor_runtime=executor_runtime, executor_shards=args.shards)
     try:
@@ -371,6 +374,12 @@ def register(subparsers: Any) -> None:
         type=int,
         default=int(os.environ.get("AGENT_MEMORY_EXECUTOR_SHARDS", "1")),
         help="how many executor workers share the users ($AGENT_MEMORY_EXECUTOR_SHARDS, default 1)",
+    )
+    p.add_argument(
+        "--runtime-tls",
+        metavar="DIR",
+        default=os.environ.get("AGENT_MEMORY_RUNTIME_TLS"),
+        help="the deployment's TLS certificates ($AGENT_MEMORY_RUNTIME_TLS; see `agent-memory runtime certs`)",
     )
     p.add_argument("--verbose", "-v", action="store_true", help="show AutoGen's log messages")
     p.set_defaults(handler=_chat_handler)

@@ -1,8 +1,13 @@
 """``agent-memory runtime host|worker``: AutoGen's gRPC runtime, with executor workers that run users' code.
 
-    agent-memory runtime host --listen 0.0.0.0:50051          # routes messages between all processes
-    agent-memory runtime worker --connect HOST:50051 --role executor --shard 0 --shards 2
-    agent-memory chat --user alice --runtime HOST:50051 --shards 2   # code runs on the workers
+    agent-memory runtime certs --out tls/ --host HOST           # the deployment's certificates (once)
+    agent-memory runtime host --listen 0.0.0.0:50051 --tls tls/   # routes messages between all processes
+    agent-memory runtime worker --connect HOST:50051 --tls tls/ --role executor --shard 0 --shards 2
+    AGENT_MEMORY_RUNTIME_TLS=tls/ agent-memory chat --user alice --runtime HOST:50051 --shards 2
+
+Without TLS, any process that reaches the host's port could have a worker run code as any user: a host listening
+beyond this machine (not on a loopback address) refuses to start without ``--tls`` unless ``--insecure`` says the
+network is private.
 
 A worker runs each user's code in its own sandbox, in ``$AGENT_MEMORY_HOME/work/<user>/`` of the worker's
 machine; a user always lands on shard ``sha256(user) % shards``, so their files stay on one worker.
@@ -12,9 +17,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import logging
+import os
 import signal
 import socket
+from pathlib import Path
 from typing import Any
 
 from ..config import get_settings
@@ -38,18 +46,56 @@ async def _until_stopped() -> None:
     await stop.wait()
 
 
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def _tls(args: argparse.Namespace) -> Any:
+    from ..agents import RuntimeTLS
+
+    directory = args.tls or os.environ.get("AGENT_MEMORY_RUNTIME_TLS")
+    return RuntimeTLS.load(directory) if directory else None
+
+
+async def cmd_certs(args: argparse.Namespace, cli: Cli) -> int:
+    from ..agents import make_certificates
+
+    hosts = list(dict.fromkeys([*args.host, "localhost", "127.0.0.1"]))
+    written = make_certificates(Path(args.out), hosts, days=args.days)
+    text = (
+        f"certificates for {', '.join(hosts)} in {args.out}: copy ca.pem, node.pem and node-key.pem to every "
+        "machine of the deployment and pass --tls DIR (or AGENT_MEMORY_RUNTIME_TLS); keep ca-key.pem here"
+    )
+    cli.emit({"directory": args.out, "hosts": hosts, "files": [str(p) for p in written]}, text)
+    return EXIT_OK
+
+
 async def cmd_host(args: argparse.Namespace, cli: Cli) -> int:
-    from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntimeHost
+    from ..agents import RuntimeTLSError, runtime_host
 
     host_part, _, port = args.listen.rpartition(":")
+    try:
+        tls = _tls(args)
+    except RuntimeTLSError as exc:
+        raise UsageError(str(exc)) from exc
+    if tls is None and not args.insecure and not _loopback(host_part):
+        raise UsageError(
+            f"--listen {args.listen} reaches beyond this machine: without TLS any process that reaches the port "
+            "could have a worker run code as any user. Make certificates with `agent-memory runtime certs --out "
+            "DIR --host <name>` and pass --tls DIR, or pass --insecure if the network is private"
+        )
     with socket.socket() as probe:  # a clear error instead of gRPC's own when the port is taken
         try:
             probe.bind((host_part, int(port)))
         except OSError as exc:
             raise UsageError(f"cannot listen on {args.listen}: {exc.strerror}") from exc
-    host = GrpcWorkerAgentRuntimeHost(address=args.listen)
+    host = runtime_host(args.listen, tls)
     host.start()
-    cli.emit({"listening": args.listen}, f"runtime host listening on {args.listen} (Ctrl-C stops it)")
+    cli.emit({"listening": args.listen, "tls": tls is not None},
+             f"runtime host listening on {args.listen}{' (TLS)' if tls else ''} (Ctrl-C stops it)")  # fmt: skip
     try:
         await _until_stopped()
     finally:
@@ -63,6 +109,7 @@ async def cmd_worker(args: argparse.Namespace, cli: Cli) -> int:
         AgentBuilder,
         ExecutorActor,
         RemoteExecutorUnavailable,
+        RuntimeTLSError,
         connect_executor_runtime,
         executor_type,
         isolation_report,
@@ -76,15 +123,20 @@ async def cmd_worker(args: argparse.Namespace, cli: Cli) -> int:
         cli.error(f"this machine cannot run code in the sandbox: {report.detail}")
         return EXIT_USAGE
     home = get_settings().resolved_home()
+    name = f"{socket.gethostname()}:{args.shard}"
     try:
-        runtime = await connect_executor_runtime(args.connect)
-    except RemoteExecutorUnavailable as exc:
+        runtime = await connect_executor_runtime(args.connect, tls=_tls(args))
+    except (RemoteExecutorUnavailable, RuntimeTLSError) as exc:
         cli.error(str(exc))
         return EXIT_USAGE
-    name = f"{socket.gethostname()}:{args.shard}"
-    await ExecutorActor.register(
-        runtime, executor_type(args.shard), lambda: ExecutorActor(home=home, spec=spec.executor, worker_name=name)
-    )
+    try:  # the host answers a registration only over a working connection (TLS included)
+        await asyncio.wait_for(ExecutorActor.register(
+            runtime, executor_type(args.shard), lambda: ExecutorActor(home=home, spec=spec.executor, worker_name=name)
+        ), 30)  # fmt: skip
+    except Exception as exc:
+        cli.error(f"the runtime host at {args.connect} did not accept this worker ({type(exc).__name__}: {exc}). "
+                  "If it uses TLS, pass the deployment's --tls DIR; if not, check the address")  # fmt: skip
+        return EXIT_USAGE
     cli.emit({"connected": args.connect, "shard": args.shard, "shards": args.shards, "home": str(home)},
              f"executor worker {name} (shard {args.shard} of {args.shards}) connected to {args.connect}; "
              f"work directories under {home / 'work'}")  # fmt: skip
@@ -100,13 +152,22 @@ def register(subparsers: Any) -> None:
     sub = p.add_subparsers(dest="runtime_command", required=True)
     h = sub.add_parser("host", help="route messages between the chat processes and the executor workers")
     h.add_argument("--listen", type=_address, required=True, help="HOST:PORT to listen on")
+    h.add_argument("--tls", metavar="DIR", help="the deployment's certificates ($AGENT_MEMORY_RUNTIME_TLS)")
+    h.add_argument("--insecure", action="store_true", help="listen beyond this machine without TLS (private network)")
     h.add_argument("--json", action="store_true")
     h.set_defaults(handler=cmd_host)
     w = sub.add_parser("worker", help="run users' code (sandboxed) for the runtime at --connect")
     w.add_argument("--connect", type=_address, required=True, help="HOST:PORT of the runtime host")
+    w.add_argument("--tls", metavar="DIR", help="the deployment's certificates ($AGENT_MEMORY_RUNTIME_TLS)")
     w.add_argument("--role", choices=["executor"], default="executor")
     w.add_argument("--shard", type=int, default=0, help="which shard of the users this worker serves (0-based)")
     w.add_argument("--shards", type=int, default=1, help="how many executor workers share the users")
     w.add_argument("--spec", help="team spec whose executor settings (limits, sandbox) apply")
     w.add_argument("--json", action="store_true")
     w.set_defaults(handler=cmd_worker)
+    c = sub.add_parser("certs", help="make the deployment's TLS authority (once) and a certificate for its machines")
+    c.add_argument("--out", required=True, help="directory for ca.pem, node.pem, node-key.pem (and ca-key.pem)")
+    c.add_argument("--host", action="append", default=[], help="a name or IP the processes use for the host")
+    c.add_argument("--days", type=int, default=825, help="validity in days")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(handler=cmd_certs)

@@ -186,6 +186,7 @@ async def cmd_ui(args: argparse.Namespace, cli: Cli) -> int:
         CHAINLIT_APP_ROOT=str(prepare_app_root(settings.resolved_home())),
         AGENT_MEMORY_HOME=str(settings.resolved_home()),
         **({"AGENT_MEMORY_RUNTIME": args.runtime} if args.runtime else {}),
+        **({"AGENT_MEMORY_RUNTIME_TLS": args.runtime_tls} if args.runtime_tls else {}),
         AGENT_MEMORY_EXECUTOR_SHARDS=str(args.shards),
     )
     if not _model_configured():
@@ -286,5 +287,11 @@ def register(subparsers: Any) -> None:
         type=int,
         default=int(os.environ.get("AGENT_MEMORY_EXECUTOR_SHARDS", "1")),
         help="how many executor workers share the users ($AGENT_MEMORY_EXECUTOR_SHARDS, default 1)",
+    )
+    p.add_argument(
+        "--runtime-tls",
+        metavar="DIR",
+        default=os.environ.get("AGENT_MEMORY_RUNTIME_TLS"),
+        help="the deployment's TLS certificates ($AGENT_MEMORY_RUNTIME_TLS; see `agent-memory runtime certs`)",
     )
     p.set_defaults(handler=cmd_ui)

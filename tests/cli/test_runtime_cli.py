@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import signal
@@ -138,3 +139,44 @@ def test_chat_without_a_reachable_host_says_so(scripted_llm: ScriptedLLM, databa
                           env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 2 and "cannot reach the runtime host" in done.stderr
     assert os.environ.get("AGENT_MEMORY_RUNTIME") is None
+
+
+def test_a_host_reachable_from_other_machines_refuses_to_start_without_tls(
+    scripted_llm: ScriptedLLM, database_url: str, tmp_path: Path
+) -> None:
+    env = chat_env(scripted_llm, database_url, tmp_path / "home")
+    done = subprocess.run([*CLI, "runtime", "host", "--listen", f"0.0.0.0:{free_port()}"], env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 2 and "--tls DIR" in done.stderr and "--insecure" in done.stderr
+
+
+def test_with_tls_only_workers_holding_the_deployments_certificates_join(
+    scripted_llm: ScriptedLLM, database_url: str, tmp_path: Path
+) -> None:
+    env = chat_env(scripted_llm, database_url, tmp_path / "home")
+    certs = subprocess.run([*CLI, "runtime", "certs", "--out", str(tmp_path / "tls"), "--json"], env=env,
+                           capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert certs.returncode == 0 and "127.0.0.1" in json.loads(certs.stdout)["hosts"]
+    address = f"127.0.0.1:{free_port()}"
+    host = subprocess.Popen([*CLI, "runtime", "host", "--listen", address, "--tls", str(tmp_path / "tls")], env=env,
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        wait_for_line(host, "listening")
+        stranger = subprocess.run([*CLI, "runtime", "worker", "--connect", address], capture_output=True, text=True,
+                                  env={**env, "AGENT_MEMORY_HOME": str(tmp_path / "w0")}, timeout=120)  # fmt: skip
+        assert stranger.returncode == 2 and "--tls" in stderr_tail(stranger)
+        member = subprocess.Popen([*CLI, "runtime", "worker", "--connect", address, "--tls", str(tmp_path / "tls")],
+                                  env={**env, "AGENT_MEMORY_HOME": str(tmp_path / "w1")}, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        try:
+            wait_for_line(member, "connected")
+        finally:
+            member.send_signal(signal.SIGTERM)
+            member.wait(30)
+    finally:
+        host.send_signal(signal.SIGTERM)
+        host.wait(30)
+
+
+def stderr_tail(done: subprocess.CompletedProcess[str]) -> str:
+    return done.stderr[-2000:]

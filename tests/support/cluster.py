@@ -5,9 +5,9 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime, GrpcWorkerAgentRuntimeHost
+from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime
 
-from agent_memory.agents import ExecutorActor, add_serializers, executor_type, grpc_runtime
+from agent_memory.agents import ExecutorActor, RuntimeTLS, add_serializers, executor_type, grpc_runtime, runtime_host
 from agent_memory.agents._spec import DEFAULT_TEAM_SPEC
 from support.servers import free_port
 
@@ -19,17 +19,18 @@ def free_address() -> str:
 class Cluster:
     """A host, ``workers`` executor workers (shard i has its own home) and a client runtime."""
 
-    def __init__(self, tmp_path: Path, workers: int) -> None:
+    def __init__(self, tmp_path: Path, workers: int, tls: RuntimeTLS | None = None) -> None:
         self.address = free_address()
         self.homes = [tmp_path / f"worker-{i}" for i in range(workers)]
-        self.host = GrpcWorkerAgentRuntimeHost(address=self.address)
+        self.tls = tls
+        self.host = runtime_host(self.address, tls)
         self.workers: list[GrpcWorkerAgentRuntime] = []
-        self.client = grpc_runtime(self.address)
+        self.client = grpc_runtime(self.address, tls)
 
     async def start(self) -> None:
         self.host.start()
         for i, home in enumerate(self.homes):
-            worker = grpc_runtime(self.address)
+            worker = grpc_runtime(self.address, self.tls)
             add_serializers(worker)
             await worker.start()
 
