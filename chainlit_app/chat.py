@@ -43,6 +43,7 @@ from agent_memory.agents import AgentSession
 from agent_memory.placeholders import parse_memory_refs
 from agent_memory.tools import MEMORY_TOOL_NAMES
 from chainlit_app.inspector import thread_token_stats
+from chainlit_app.runtime import remote_agents
 from chainlit_app.ui_agent_builder import UIAgentBuilder, model_setup_problem
 
 log = logging.getLogger(__name__)
@@ -148,6 +149,16 @@ class ChatSession:
 
     async def start(self) -> None:
         """Build the team (a resumed thread gets its MemoryContext back) or explain what is missing."""
+        try:
+            remote = await remote_agents(self.user_id, self.thread_id)
+        except Exception as exc:  # e.g. the runtime host cannot be reached: say so, run nothing here
+            log.exception("could not reach the session workers")
+            self.setup_error = f"The agents could not be started: {one_line(exc)}"
+            await cl.Message(content=self.setup_error, author="agent-memory").send()
+            return
+        if remote is not None:  # the agents run on the session workers, which have the model
+            self.agents = remote  # type: ignore[assignment]
+            return
         problem = model_setup_problem()
         if problem is not None:
             self.setup_error = problem

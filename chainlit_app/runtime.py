@@ -17,7 +17,7 @@ from autogen_core import AgentRuntime
 from chainlit.data.chainlit_data_layer import ChainlitDataLayer
 
 from agent_memory import MemoryStore
-from agent_memory.agents import connect_executor_runtime, tls_from_env
+from agent_memory.agents import RemoteAgentSession, connect_executor_runtime, tls_from_env
 from agent_memory.config import get_settings
 from agent_memory.store import ThreadStore, start_embedded_server
 
@@ -98,6 +98,19 @@ async def get_executor_runtime() -> AgentRuntime | None:
         if _executor_runtime is None:
             _executor_runtime = await connect_executor_runtime(address, tls=tls_from_env())
     return _executor_runtime
+
+
+async def remote_agents(user_id: str, thread_id: str) -> RemoteAgentSession | None:
+    """With ``AGENT_MEMORY_REMOTE_AGENTS`` (and ``AGENT_MEMORY_RUNTIME``), the session of (user, thread) on the
+    session workers: the agents run there, and this process only shows their events. ``None``: they run here."""
+    if os.environ.get("AGENT_MEMORY_REMOTE_AGENTS", "").lower() not in ("1", "true", "yes"):
+        return None
+    runtime = await get_executor_runtime()
+    if runtime is None:
+        raise RuntimeError("AGENT_MEMORY_REMOTE_AGENTS needs AGENT_MEMORY_RUNTIME, the host of the session workers")
+    shards = max(int(os.environ.get("AGENT_MEMORY_SESSION_SHARDS") or "1"), 1)
+    return RemoteAgentSession(runtime, user_id=user_id, thread_id=thread_id, shards=shards,
+                              address=os.environ.get("AGENT_MEMORY_RUNTIME", ""))  # fmt: skip
 
 
 class AgentMemoryDataLayer(ChainlitDataLayer):

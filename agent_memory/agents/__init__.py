@@ -27,6 +27,17 @@ from ._executor import ExecutionResult, ExecutorAgent, LocalProcessGroupExecutor
 from ._model_config import ModelConfigError, ModelSettings, load_memory_model_client, load_model_client
 from ._runtime_tls import RuntimeTLS, RuntimeTLSError, make_certificates, runtime_host, tls_from_env
 from ._sandbox import IsolationReport, SandboxPolicy, SandboxUnavailable, isolation_report, sandbox_uid
+from ._session_actor import (
+    SESSION_MESSAGE_TYPES,
+    RemoteAgentSession,
+    SessionActor,
+    StartTurn,
+    StopTurn,
+    TurnEnded,
+    TurnEvent,
+    session_key,
+    session_type,
+)
 from ._skills_hook import HINT_HEADER, SkillHints, SkillsAgentBuilder, fix_description, learn_from_run
 from ._spec import DEFAULT_TEAM_SPEC, CodeAgentSpec, ContextSpec, ExecutorSpec, TeamSpec
 from ._workspace import RemovedFiles, forget_user_files, safe_path_part, user_work_root
@@ -35,6 +46,7 @@ __all__ = [
     "CODE_AGENT_SYSTEM_MESSAGE",
     "DEFAULT_TEAM_SPEC",
     "HINT_HEADER",
+    "SESSION_MESSAGE_TYPES",
     "AgentBuilder",
     "AgentSession",
     "CancelRun",
@@ -52,6 +64,7 @@ __all__ = [
     "MemoryStoredEvent",
     "ModelConfigError",
     "ModelSettings",
+    "RemoteAgentSession",
     "RemoteCodeExecutor",
     "RemoteExecutorUnavailable",
     "RemovedFiles",
@@ -62,9 +75,14 @@ __all__ = [
     "RuntimeTLSError",
     "SandboxPolicy",
     "SandboxUnavailable",
+    "SessionActor",
     "SkillHints",
     "SkillsAgentBuilder",
+    "StartTurn",
+    "StopTurn",
     "TeamSpec",
+    "TurnEnded",
+    "TurnEvent",
     "add_serializers",
     "connect_executor_runtime",
     "executor_type",
@@ -80,6 +98,8 @@ __all__ = [
     "runtime_host",
     "safe_path_part",
     "sandbox_uid",
+    "session_key",
+    "session_type",
     "shard_of",
     "tls_from_env",
     "user_work_root",

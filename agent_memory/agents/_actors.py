@@ -113,9 +113,9 @@ MESSAGE_TYPES: tuple[type[BaseModel], ...] = (RunCodeRequest, RunCodeResult, Run
 LIVENESS_SECONDS = 5.0
 
 
-def add_serializers(runtime: Any) -> None:
-    """Teach a runtime (gRPC worker or client) the actor's message types."""
-    for message_type in MESSAGE_TYPES:
+def add_serializers(runtime: Any, *extra: type[BaseModel]) -> None:
+    """Teach a runtime (gRPC worker or client) the actors' message types (and ``extra`` ones)."""
+    for message_type in (*MESSAGE_TYPES, *extra):
         runtime.add_message_serializer(try_get_known_serializers_for_type(message_type))
 
 

@@ -27,6 +27,7 @@ import shutil
 import signal
 import sys
 import threading
+import uuid
 import warnings
 from typing import Any, TextIO
 
@@ -49,6 +50,7 @@ from ..agents import (
     MemoryContextEvent,
     MemoryStoredEvent,
     ModelConfigError,
+    RemoteAgentSession,
     RemoteExecutorUnavailable,
     RuntimeTLS,
     RuntimeTLSError,
@@ -178,7 +180,7 @@ class _LineReader:
         return await self.queue.get()
 
 
-async def _run_turn(session: AgentSession, text: str, cli: Cli, state: dict[str, Any]) -> bool:
+async def _run_turn(session: AgentSession | RemoteAgentSession, text: str, cli: Cli, state: dict[str, Any]) -> bool:
     """One user turn; False when it failed (the chat goes on either way; a cancelled turn is not a failure)."""
     token = CancellationToken()
     state["token"] = token
@@ -243,13 +245,21 @@ async def cmd_chat(args: argparse.Namespace, cli: Cli) -> int:
             executor_runtime = await connect_executor_runtime(args.runtime, tls=tls)
         except (RemoteExecutorUnavailable, RuntimeTLSError) as exc:
             raise UsageError(str(exc)) from exc
-    builder = AgentBuilder(store, user, spec=spec, executor_runtime=executor_runtime, executor_shards=args.shards)
-    try:
-        model_client = builder.build_model_client()
-    except ModelConfigError as exc:
-        cli.error(str(exc))
-        return EXIT_USAGE
-    session = await builder.build(thread_id=args.thread)
+    session: AgentSession | RemoteAgentSession
+    model_client: Any = None
+    if args.remote_agents:  # the agents run on the session workers (which have the model); only I/O here
+        if executor_runtime is None:
+            raise UsageError("--remote-agents needs --runtime HOST:PORT, the host of the session workers")
+        session = RemoteAgentSession(executor_runtime, user_id=user, thread_id=args.thread or uuid.uuid4().hex,
+                                     shards=args.session_shards, address=args.runtime)  # fmt: skip
+    else:
+        builder = AgentBuilder(store, user, spec=spec, executor_runtime=executor_runtime, executor_shards=args.shards)
+        try:
+            model_client = builder.build_model_client()
+        except ModelConfigError as exc:
+            cli.error(str(exc))
+            return EXIT_USAGE
+        session = await builder.build(thread_id=args.thread)
     interactive = not args.message and sys.stdin.isatty()
     loop = asyncio.get_running_loop()
     # Named when the model server cannot be reached (OpenAI-compatible clients keep their base URL).
@@ -269,8 +279,12 @@ async def cmd_chat(args: argparse.Namespace, cli: Cli) -> int:
     if not cli.json:
         print(
             f"agent-memory chat: user {user}, thread {session.thread_id}\n"
-            f"code runs on this machine in {session.work_dir or 'the executor'}\n"
-            "Ctrl-C cancels a running turn; Ctrl-D, Ctrl-C at the prompt or /exit quits.",
+            + (
+                f"the agents run on the session workers of {args.runtime}\n"
+                if args.remote_agents
+                else f"code runs on this machine in {session.work_dir or 'the executor'}\n"
+            )
+            + "Ctrl-C cancels a running turn; Ctrl-D, Ctrl-C at the prompt or /exit quits.",
             flush=True,
         )
     try:
@@ -374,6 +388,18 @@ def register(subparsers: Any) -> None:
         type=int,
         default=int(os.environ.get("AGENT_MEMORY_EXECUTOR_SHARDS", "1")),
         help="how many executor workers share the users ($AGENT_MEMORY_EXECUTOR_SHARDS, default 1)",
+    )
+    p.add_argument(
+        "--remote-agents",
+        action="store_true",
+        default=os.environ.get("AGENT_MEMORY_REMOTE_AGENTS", "").lower() in ("1", "true", "yes"),
+        help="run the agents themselves on the session workers of --runtime ($AGENT_MEMORY_REMOTE_AGENTS)",
+    )
+    p.add_argument(
+        "--session-shards",
+        type=int,
+        default=int(os.environ.get("AGENT_MEMORY_SESSION_SHARDS", "1")),
+        help="how many session workers share the users ($AGENT_MEMORY_SESSION_SHARDS, default 1)",
     )
     p.add_argument(
         "--runtime-tls",

@@ -106,13 +106,19 @@ async def cmd_host(args: argparse.Namespace, cli: Cli) -> int:
 async def cmd_worker(args: argparse.Namespace, cli: Cli) -> int:
     from ..agents import (
         DEFAULT_TEAM_SPEC,
+        SESSION_MESSAGE_TYPES,
         AgentBuilder,
+        AgentSession,
         ExecutorActor,
+        ModelConfigError,
         RemoteExecutorUnavailable,
         RuntimeTLSError,
+        SessionActor,
+        add_serializers,
         connect_executor_runtime,
         executor_type,
         isolation_report,
+        session_type,
     )
 
     if not 0 <= args.shard < args.shards:
@@ -129,16 +135,36 @@ async def cmd_worker(args: argparse.Namespace, cli: Cli) -> int:
     except (RemoteExecutorUnavailable, RuntimeTLSError) as exc:
         cli.error(str(exc))
         return EXIT_USAGE
-    try:  # the host answers a registration only over a working connection (TLS included)
-        await asyncio.wait_for(ExecutorActor.register(
+    registration: Any
+    if args.role == "session":  # the agents of users' threads run here; code here too, or on executor workers
+        store = await cli.store()
+        add_serializers(runtime, *SESSION_MESSAGE_TYPES)
+        code_runtime = runtime if args.executor_shards else None
+        try:
+            AgentBuilder(store, "model-check", spec=spec).build_model_client()
+        except ModelConfigError as exc:
+            cli.error(str(exc))
+            return EXIT_USAGE
+
+        async def build(user_id: str, thread_id: str) -> AgentSession:
+            builder = AgentBuilder(store, user_id, spec=spec, home=home, executor_runtime=code_runtime,
+                                   executor_shards=max(args.executor_shards, 1))  # fmt: skip
+            return await builder.build(thread_id=thread_id)
+
+        registration = SessionActor.register(runtime, session_type(args.shard), lambda: SessionActor(build))
+    else:
+        registration = ExecutorActor.register(
             runtime, executor_type(args.shard), lambda: ExecutorActor(home=home, spec=spec.executor, worker_name=name)
-        ), 30)  # fmt: skip
+        )
+    try:  # the host answers a registration only over a working connection (TLS included)
+        await asyncio.wait_for(registration, 30)
     except Exception as exc:
         cli.error(f"the runtime host at {args.connect} did not accept this worker ({type(exc).__name__}: {exc}). "
                   "If it uses TLS, pass the deployment's --tls DIR; if not, check the address")  # fmt: skip
         return EXIT_USAGE
-    cli.emit({"connected": args.connect, "shard": args.shard, "shards": args.shards, "home": str(home)},
-             f"executor worker {name} (shard {args.shard} of {args.shards}) connected to {args.connect}; "
+    cli.emit({"connected": args.connect, "role": args.role, "shard": args.shard, "shards": args.shards,
+              "home": str(home)},
+             f"{args.role} worker {name} (shard {args.shard} of {args.shards}) connected to {args.connect}; "
              f"work directories under {home / 'work'}")  # fmt: skip
     try:
         await _until_stopped()
@@ -159,7 +185,15 @@ def register(subparsers: Any) -> None:
     w = sub.add_parser("worker", help="run users' code (sandboxed) for the runtime at --connect")
     w.add_argument("--connect", type=_address, required=True, help="HOST:PORT of the runtime host")
     w.add_argument("--tls", metavar="DIR", help="the deployment's certificates ($AGENT_MEMORY_RUNTIME_TLS)")
-    w.add_argument("--role", choices=["executor"], default="executor")
+    w.add_argument("--role", choices=["executor", "session"], default="executor",
+                   help="executor: runs users' code; session: runs the agents of users' threads (needs the database "
+                   "and the model settings)")  # fmt: skip
+    w.add_argument(
+        "--executor-shards",
+        type=int,
+        default=0,
+        help="session workers: send code to this many executor workers (0: run it here, sandboxed)",
+    )
     w.add_argument("--shard", type=int, default=0, help="which shard of the users this worker serves (0-based)")
     w.add_argument("--shards", type=int, default=1, help="how many executor workers share the users")
     w.add_argument("--spec", help="team spec whose executor settings (limits, sandbox) apply")

@@ -180,3 +180,31 @@ def test_with_tls_only_workers_holding_the_deployments_certificates_join(
 
 def stderr_tail(done: subprocess.CompletedProcess[str]) -> str:
     return done.stderr[-2000:]
+
+
+def test_chat_with_remote_agents_runs_the_team_on_a_session_worker(
+    scripted_llm: ScriptedLLM, database_url: str, tmp_path: Path
+) -> None:
+    env = chat_env(scripted_llm, database_url, tmp_path / "chat-home")
+    address = f"127.0.0.1:{free_port()}"
+    host = subprocess.Popen([*CLI, "runtime", "host", "--listen", address], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    procs = [host]
+    try:
+        wait_for_line(host, "listening")
+        worker = subprocess.Popen([*CLI, "runtime", "worker", "--connect", address, "--role", "session"],
+                                  env={**env, "AGENT_MEMORY_HOME": str(tmp_path / "session-worker")}, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        procs.append(worker)
+        wait_for_line(worker, "session worker")
+        scripted_llm.add("```bash\necho team ran remotely > where.txt; cat where.txt\n```", "Done. TERMINATE")
+        done = subprocess.run([*CLI, "chat", "--user", "rt-dora", "--runtime", address, "--remote-agents", "-m",
+                               "where do you run?"], env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "team ran remotely" in done.stdout and "session workers" in done.stdout
+        assert list((tmp_path / "session-worker").glob("work/*/*/where.txt"))
+        assert not (tmp_path / "chat-home" / "work").exists()  # nothing ran in the chat process
+    finally:
+        for proc in reversed(procs):
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)

@@ -1,13 +1,28 @@
-"""A real AutoGen gRPC runtime on localhost: a host, executor workers (each with its own home) and a client."""
+"""A real AutoGen gRPC runtime on localhost: a host, executor workers (each with its own home), a client, and a
+session worker hosting the agents of users' threads."""
 
 from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import Any
 
 from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime
 
-from agent_memory.agents import ExecutorActor, RuntimeTLS, add_serializers, executor_type, grpc_runtime, runtime_host
+from agent_memory import MemoryStore
+from agent_memory.agents import (
+    SESSION_MESSAGE_TYPES,
+    AgentBuilder,
+    AgentSession,
+    ExecutorActor,
+    RuntimeTLS,
+    SessionActor,
+    add_serializers,
+    executor_type,
+    grpc_runtime,
+    runtime_host,
+    session_type,
+)
 from agent_memory.agents._spec import DEFAULT_TEAM_SPEC
 from support.servers import free_port
 
@@ -47,3 +62,24 @@ class Cluster:
             with contextlib.suppress(Exception):  # a test may have stopped a worker already
                 await runtime.stop()
         await self.host.stop()
+
+
+class SessionWorker:
+    """A gRPC worker process stand-in hosting session actors (code runs in its own sandboxed home)."""
+
+    def __init__(self, cluster: Cluster, store: MemoryStore, llm: Any, home: Path) -> None:
+        self.cluster, self.store, self.llm, self.home = cluster, store, llm, home
+        self.runtime: Any = None
+
+    async def build(self, user_id: str, thread_id: str) -> AgentSession:
+        builder = AgentBuilder(self.store, user_id, model_client=self.llm.model_client(), home=self.home)
+        return await builder.build(thread_id=thread_id)
+
+    async def start(self) -> None:
+        self.runtime = grpc_runtime(self.cluster.address)
+        add_serializers(self.runtime, *SESSION_MESSAGE_TYPES)
+        await self.runtime.start()
+        await SessionActor.register(self.runtime, session_type(0), lambda: SessionActor(self.build))
+
+    async def stop(self) -> None:
+        await self.runtime.stop()

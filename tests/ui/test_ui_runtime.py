@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from support.cluster import Cluster, free_address
+from support.cluster import Cluster, SessionWorker, free_address
 from support.scripted_llm import ScriptedLLM
 
 from agent_memory import MemoryStore
@@ -63,3 +63,32 @@ async def test_an_unreachable_runtime_host_refuses_the_session_instead_of_runnin
         await UIAgentBuilder.for_session(
             store, user_id=user_id, thread_id="t", model_client=scripted_llm.model_client()
         )
+
+
+async def test_with_remote_agents_a_chat_sessions_team_runs_on_a_session_worker(
+    cluster: Cluster, ui_runtime: None, monkeypatch: pytest.MonkeyPatch, store: MemoryStore, user_id: str,
+    scripted_llm: ScriptedLLM, tmp_path: Path,
+) -> None:  # fmt: skip
+    worker = SessionWorker(cluster, store, scripted_llm, tmp_path / "session-worker")
+    await worker.start()
+    monkeypatch.setenv("AGENT_MEMORY_RUNTIME", cluster.address)
+    monkeypatch.setenv("AGENT_MEMORY_REMOTE_AGENTS", "1")
+    scripted_llm.add("```bash\necho agents-on-a-worker > where.txt\n```", "Done. TERMINATE")
+    try:
+        agents = await runtime.remote_agents(user_id, "ui-thread")
+        assert agents is not None
+        await agents.run("write where the agents ran")
+    finally:
+        await worker.stop()
+
+    assert [p.read_text() for p in worker.home.glob("work/*/*/where.txt")] == ["agents-on-a-worker\n"]
+
+
+async def test_remote_agents_without_a_runtime_host_is_a_clear_error(
+    ui_runtime: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AGENT_MEMORY_RUNTIME", raising=False)
+    monkeypatch.setenv("AGENT_MEMORY_REMOTE_AGENTS", "1")
+
+    with pytest.raises(RuntimeError, match="AGENT_MEMORY_RUNTIME"):
+        await runtime.remote_agents("alice", "t")
