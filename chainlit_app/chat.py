@@ -43,7 +43,7 @@ from agent_memory.agents import AgentSession
 from agent_memory.placeholders import parse_memory_refs
 from agent_memory.tools import MEMORY_TOOL_NAMES
 from chainlit_app.inspector import thread_token_stats
-from chainlit_app.runtime import remote_agents
+from chainlit_app.runtime import local_sessions, remote_agents
 from chainlit_app.ui_agent_builder import UIAgentBuilder, model_setup_problem
 
 log = logging.getLogger(__name__)
@@ -166,7 +166,8 @@ class ChatSession:
             return
         try:
             builder = await UIAgentBuilder.for_session(self.store, user_id=self.user_id, thread_id=self.thread_id)
-            self.agents = await builder.build_session()
+            # one machine: the team runs in a session actor on the process's in-process runtime
+            self.agents = await local_sessions().open(await builder.build_session())  # type: ignore[assignment]
         except Exception as exc:  # a broken model config must not take the session down
             log.exception("could not build the team")
             self.setup_error = f"The agents could not be started: {one_line(exc)}"

@@ -17,7 +17,7 @@ from autogen_core import AgentRuntime
 from chainlit.data.chainlit_data_layer import ChainlitDataLayer
 
 from agent_memory import MemoryStore
-from agent_memory.agents import RemoteAgentSession, connect_executor_runtime, tls_from_env
+from agent_memory.agents import LocalSessions, RemoteAgentSession, connect_executor_runtime, tls_from_env
 from agent_memory.config import get_settings
 from agent_memory.store import ThreadStore, start_embedded_server
 
@@ -27,6 +27,7 @@ CHAINLIT_CI_FAKE_OPENAI_KEY = "sk-FAKE-OPENAI-API-KEY"
 _store: MemoryStore | None = None
 _store_lock: asyncio.Lock | None = None
 _executor_runtime: AgentRuntime | None = None
+_local_sessions: LocalSessions | None = None
 _executor_lock: asyncio.Lock | None = None
 
 
@@ -74,6 +75,14 @@ async def close_store() -> None:
     if _executor_runtime is not None:
         await _executor_runtime.stop()  # type: ignore[attr-defined]
         _executor_runtime = None
+
+
+def local_sessions() -> LocalSessions:
+    """The process's in-process runtime with the session actors of its chats (one machine)."""
+    global _local_sessions
+    if _local_sessions is None:
+        _local_sessions = LocalSessions()
+    return _local_sessions
 
 
 def executor_shards() -> int:

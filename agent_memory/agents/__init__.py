@@ -29,6 +29,8 @@ from ._runtime_tls import RuntimeTLS, RuntimeTLSError, make_certificates, runtim
 from ._sandbox import IsolationReport, SandboxPolicy, SandboxUnavailable, isolation_report, sandbox_uid
 from ._session_actor import (
     SESSION_MESSAGE_TYPES,
+    CloseSession,
+    LocalSessions,
     RemoteAgentSession,
     SessionActor,
     StartTurn,
@@ -50,6 +52,7 @@ __all__ = [
     "AgentBuilder",
     "AgentSession",
     "CancelRun",
+    "CloseSession",
     "CodeAgent",
     "CodeAgentSpec",
     "CodeProgressEvent",
@@ -60,6 +63,7 @@ __all__ = [
     "ExecutorSpec",
     "IsolationReport",
     "LocalProcessGroupExecutor",
+    "LocalSessions",
     "MemoryContextEvent",
     "MemoryStoredEvent",
     "ModelConfigError",

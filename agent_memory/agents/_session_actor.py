@@ -24,12 +24,21 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 from weakref import WeakKeyDictionary
 
 from autogen_agentchat.base import TaskResult
 from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, MessageFactory
-from autogen_core import AgentId, AgentRuntime, CancellationToken, MessageContext, RoutedAgent, message_handler
+from autogen_core import (
+    AgentId,
+    AgentRuntime,
+    CancellationToken,
+    MessageContext,
+    RoutedAgent,
+    SingleThreadedAgentRuntime,
+    message_handler,
+)
 from pydantic import BaseModel
 
 from ._actors import LIVENESS_SECONDS, Ping, Pong, RemoteExecutorUnavailable, add_serializers, shard_of, within
@@ -72,7 +81,14 @@ class StopTurn(BaseModel):
     turn_id: str
 
 
-SESSION_MESSAGE_TYPES: tuple[type[BaseModel], ...] = (StartTurn, TurnEvent, TurnEnded, StopTurn)
+class CloseSession(BaseModel):
+    """The chat ended: the actor releases its team (the saved context stays in PostgreSQL)."""
+
+    user_id: str
+    thread_id: str
+
+
+SESSION_MESSAGE_TYPES: tuple[type[BaseModel], ...] = (StartTurn, TurnEvent, TurnEnded, StopTurn, CloseSession)
 
 
 def session_type(shard: int) -> str:
@@ -106,10 +122,16 @@ class SessionActor(RoutedAgent):
         try:
             if self._session is None:  # activation: the CodeAgent's MemoryContext comes back from PostgreSQL
                 self._session = await self._build(message.user_id, message.thread_id)
+            result: TaskResult | None = None
+            # to the end of the stream, not just to the result: the team finishes its run (and the after-run
+            # hooks, e.g. learning skills, run) before the next turn may start
             async for item in self._session.run_stream(message.task, cancellation_token=token):
                 if isinstance(item, TaskResult):
-                    return TurnEnded(turn_id=message.turn_id, stop_reason=item.stop_reason)
+                    result = item
+                    continue
                 await self.send_message(TurnEvent(turn_id=message.turn_id, event=dict(item.dump())), sink)
+            if result is not None:
+                return TurnEnded(turn_id=message.turn_id, stop_reason=result.stop_reason)
         except asyncio.CancelledError:
             return TurnEnded(turn_id=message.turn_id, cancelled=True, error="the turn was stopped")
         except Exception as exc:
@@ -129,7 +151,15 @@ class SessionActor(RoutedAgent):
     async def ping(self, message: Ping, ctx: MessageContext) -> Pong:
         return Pong()
 
+    @message_handler
+    async def close_session(self, message: CloseSession, ctx: MessageContext) -> Pong:
+        if self.id.key == session_key(message.user_id, message.thread_id):
+            await self.close()
+        return Pong()
+
     async def close(self) -> None:
+        for token in self._turns.values():
+            token.cancel()
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -189,7 +219,7 @@ class RemoteAgentSession:
         self.runtime = runtime
         self.user_id = user_id
         self.thread_id = thread_id
-        self.work_dir = None  # on the session worker
+        self.work_dir: Path | None = None  # on the session worker (known here only on one machine)
         self._recipient = AgentId(session_type(shard_of(user_id, shards)), session_key(user_id, thread_id))
         self._address = address
         self._factory = event_factory()
@@ -236,9 +266,10 @@ class RemoteAgentSession:
         finally:
             queues.pop(turn_id, None)
             self._token = None
-            if not sent.done():
-                sent.cancel()
+            if not sent.done():  # stopped or abandoned: the turn ends on the worker before this returns
                 await self._stop(turn_id)
+                await asyncio.wait({sent}, timeout=30)
+                sent.cancel()
         if not isinstance(ended, TurnEnded):
             raise RemoteExecutorUnavailable(f"the session worker answered {type(ended).__name__}")
         if ended.cancelled:
@@ -260,7 +291,12 @@ class RemoteAgentSession:
             self._token.cancel()
 
     async def close(self) -> None:
-        """Nothing to release here: the session stays on its worker for the next turn."""
+        """The chat ended: the actor releases the team (its context stays saved for a later turn or worker)."""
+        try:
+            await within(self.runtime.send_message(CloseSession(user_id=self.user_id, thread_id=self.thread_id),
+                                                   self._recipient), 10)  # fmt: skip
+        except Exception:  # the worker is gone: so is the team
+            pass
 
     async def _stop(self, turn_id: str) -> None:
         try:
@@ -277,3 +313,41 @@ class RemoteAgentSession:
                 f"Start one with `agent-memory runtime worker --role session --connect "
                 f"{self._address or 'HOST:PORT'}`"
             ) from exc
+
+
+class LocalSessions:
+    """Single-machine mode: the same :class:`SessionActor` s, on AutoGen's in-process runtime.
+
+    ``open`` hands a team built here (by the CLI or the UI, with their own builder) to the session actor of its
+    user and thread, and returns the :class:`RemoteAgentSession` that talks to it, as on a distributed runtime.
+    """
+
+    def __init__(self) -> None:
+        self.runtime = SingleThreadedAgentRuntime()
+        self._teams: dict[str, AgentSession] = {}
+        self._started: asyncio.Future[None] | None = None
+
+    async def _build(self, user_id: str, thread_id: str) -> AgentSession:
+        return self._teams.pop(session_key(user_id, thread_id))
+
+    async def _start(self) -> None:
+        await SessionActor.register(self.runtime, session_type(0), lambda: SessionActor(self._build))
+        self.runtime.start()
+
+    async def open(self, team: AgentSession) -> RemoteAgentSession:
+        """The actor-backed session for ``team`` (its user and thread)."""
+        if self._started is None:
+            self._started = asyncio.ensure_future(self._start())
+        await asyncio.shield(self._started)
+        key = session_key(team.user_id, team.thread_id)
+        # the actor of a thread opened before may still hold that thread's old team: release it first
+        await self.runtime.send_message(CloseSession(user_id=team.user_id, thread_id=team.thread_id),
+                                        AgentId(session_type(0), key))  # fmt: skip
+        self._teams[key] = team  # what the actor builds its session from on the next turn
+        session = RemoteAgentSession(self.runtime, user_id=team.user_id, thread_id=team.thread_id)
+        session.work_dir = team.work_dir
+        return session
+
+    async def stop(self) -> None:
+        if self._started is not None:
+            await self.runtime.stop_when_idle()

@@ -47,6 +47,7 @@ from ..agents import (
     AgentBuilder,
     AgentSession,
     CodeProgressEvent,
+    LocalSessions,
     MemoryContextEvent,
     MemoryStoredEvent,
     ModelConfigError,
@@ -247,6 +248,7 @@ async def cmd_chat(args: argparse.Namespace, cli: Cli) -> int:
             raise UsageError(str(exc)) from exc
     session: AgentSession | RemoteAgentSession
     model_client: Any = None
+    local_sessions = LocalSessions()
     if args.remote_agents:  # the agents run on the session workers (which have the model); only I/O here
         if executor_runtime is None:
             raise UsageError("--remote-agents needs --runtime HOST:PORT, the host of the session workers")
@@ -259,7 +261,8 @@ async def cmd_chat(args: argparse.Namespace, cli: Cli) -> int:
         except ModelConfigError as exc:
             cli.error(str(exc))
             return EXIT_USAGE
-        session = await builder.build(thread_id=args.thread)
+        # one machine: the same session actor as on a distributed runtime, on the in-process runtime
+        session = await local_sessions.open(await builder.build(thread_id=args.thread))
     interactive = not args.message and sys.stdin.isatty()
     loop = asyncio.get_running_loop()
     # Named when the model server cannot be reached (OpenAI-compatible clients keep their base URL).
@@ -321,6 +324,7 @@ async def cmd_chat(args: argparse.Namespace, cli: Cli) -> int:
         with contextlib.suppress(NotImplementedError):
             loop.remove_signal_handler(signal.SIGINT)
         await session.close()
+        await local_sessions.stop()
 
 
 async def cmd_agents_save(args: argparse.Namespace, cli: Cli) -> int:

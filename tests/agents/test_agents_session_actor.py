@@ -84,6 +84,17 @@ async def test_a_new_session_worker_rebuilds_the_context_from_postgresql(
     assert "count to 3000" in request and ref.key in request  # the saved conversation, placeholder included
 
 
+async def test_turns_follow_each_other_in_one_session(
+    cluster: Cluster, session_worker: SessionWorker, user_id: str, scripted_llm: ScriptedLLM
+) -> None:
+    session = remote(cluster, user_id)
+    scripted_llm.add("First. TERMINATE", "Second. TERMINATE")
+
+    first, second = await session.run("one"), await session.run("two")
+
+    assert [first.messages[-1].to_text(), second.messages[-1].to_text()] == ["First. TERMINATE", "Second. TERMINATE"]
+
+
 async def test_stop_cancels_the_turn_and_kills_its_code_on_the_worker(
     cluster: Cluster, session_worker: SessionWorker, user_id: str, scripted_llm: ScriptedLLM
 ) -> None:
