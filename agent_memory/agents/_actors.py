@@ -26,7 +26,7 @@ import asyncio
 import importlib
 import logging
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from hashlib import sha256
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -212,29 +212,41 @@ class ProgressSink(RoutedAgent):
         return Pong()
 
 
-# One sink per client runtime: its agent type (unique to this process), the tails of the runs in flight, and its
-# registration (a task, so concurrent first runs wait for the same one).
-_sinks: WeakKeyDictionary[AgentRuntime, tuple[str, dict[str, OutputTail], asyncio.Future[Any]]] = WeakKeyDictionary()
+# Mailboxes of this process on a runtime: per (runtime, prefix) an agent type unique to the process, the routes its
+# agent delivers to (shared with the senders), and its registration (a task: concurrent first uses wait for one).
+_mailboxes: WeakKeyDictionary[AgentRuntime, dict[str, tuple[str, Any, asyncio.Future[Any]]]] = WeakKeyDictionary()
 
 
-async def progress_sink(runtime: AgentRuntime) -> tuple[str, dict[str, OutputTail]]:
-    """Register (once per runtime) the agent type workers send :class:`RunProgress` to."""
-    entry = _sinks.get(runtime)
+async def mailbox(runtime: AgentRuntime, prefix: str, routes: Any, agent_class: Any) -> tuple[str, Any]:
+    """Register once per runtime an agent type ``<prefix>_<unique>`` whose agent is ``agent_class(routes)``; returns
+    the type (what workers address) and the routes in use (``routes`` the first time)."""
+    boxes = _mailboxes.setdefault(runtime, {})
+    entry = boxes.get(prefix)
     if entry is None:
-        tails: dict[str, OutputTail] = {}
-        sink_type = f"{PROGRESS_SINK_PREFIX}_{uuid.uuid4().hex}"
-        entry = (
-            sink_type,
-            tails,
-            asyncio.ensure_future(ProgressSink.register(runtime, sink_type, lambda: ProgressSink(tails))),
-        )
-        _sinks[runtime] = entry
+        box_type = f"{prefix}_{uuid.uuid4().hex}"
+        registration = agent_class.register(runtime, box_type, lambda: agent_class(routes))
+        entry = (box_type, routes, asyncio.ensure_future(registration))
+        boxes[prefix] = entry
     try:
         await asyncio.shield(entry[2])
     except Exception:
-        _sinks.pop(runtime, None)
+        boxes.pop(prefix, None)
         raise
     return entry[0], entry[1]
+
+
+async def progress_sink(runtime: AgentRuntime) -> tuple[str, dict[str, OutputTail]]:
+    """The agent type workers send :class:`RunProgress` to, and the tails of the runs in flight."""
+    tails: dict[str, OutputTail] = {}
+    return await mailbox(runtime, PROGRESS_SINK_PREFIX, tails, ProgressSink)
+
+
+async def answers(runtime: AgentRuntime, recipient: AgentId, failure: Callable[[BaseException], Exception]) -> None:
+    """Whether ``recipient``'s worker is there: a :class:`Ping` answered within the liveness time, else ``failure``."""
+    try:
+        await within(runtime.send_message(Ping(), recipient), LIVENESS_SECONDS)
+    except Exception as exc:
+        raise failure(exc) from exc
 
 
 class RemoteExecutorUnavailable(RuntimeError):
@@ -371,14 +383,10 @@ class RemoteCodeExecutor(CodeExecutor):
         )  # fmt: skip
 
     async def _alive(self, consequence: str) -> None:
-        try:
-            await within(self._runtime.send_message(Ping(), self._recipient), LIVENESS_SECONDS)
-        except Exception as exc:
-            raise RemoteExecutorUnavailable(
-                f"{consequence}: no executor worker answers for {self._recipient.type} "
-                f"({type(exc).__name__}). Start one with `agent-memory runtime worker --connect "
-                f"{self._address or 'HOST:PORT'}`; code never runs in this process instead"
-            ) from exc
+        await answers(self._runtime, self._recipient, lambda exc: RemoteExecutorUnavailable(
+            f"{consequence}: no executor worker answers for {self._recipient.type} ({type(exc).__name__}). Start "
+            f"one with `agent-memory runtime worker --connect {self._address or 'HOST:PORT'}`; code never runs in "
+            "this process instead"))  # fmt: skip
 
     async def _cancel_remote(self, run_id: str) -> None:
         try:

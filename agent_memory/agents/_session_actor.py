@@ -26,7 +26,6 @@ import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from weakref import WeakKeyDictionary
 
 from autogen_agentchat.base import TaskResult
 from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, MessageFactory
@@ -41,7 +40,17 @@ from autogen_core import (
 )
 from pydantic import BaseModel
 
-from ._actors import LIVENESS_SECONDS, Ping, Pong, RemoteExecutorUnavailable, add_serializers, shard_of, within
+from ._actors import (
+    LIVENESS_SECONDS,
+    Ping,
+    Pong,
+    RemoteExecutorUnavailable,
+    add_serializers,
+    answers,
+    mailbox,
+    shard_of,
+    within,
+)
 from ._builder import AgentSession
 from ._events import CodeProgressEvent, MemoryContextEvent, MemoryStoredEvent
 from ._workspace import safe_path_part
@@ -180,26 +189,10 @@ class TurnSink(RoutedAgent):
         return Pong()
 
 
-_sinks: WeakKeyDictionary[AgentRuntime, tuple[str, dict[str, asyncio.Queue[TurnEvent]], asyncio.Future[Any]]] = (
-    WeakKeyDictionary()
-)
-
-
 async def turn_sink(runtime: AgentRuntime) -> tuple[str, dict[str, asyncio.Queue[TurnEvent]]]:
-    """Register (once per runtime) the agent type session actors send :class:`TurnEvent` to."""
-    entry = _sinks.get(runtime)
-    if entry is None:
-        queues: dict[str, asyncio.Queue[TurnEvent]] = {}
-        sink_type = f"{TURN_SINK_PREFIX}_{uuid.uuid4().hex}"
-        registration = asyncio.ensure_future(TurnSink.register(runtime, sink_type, lambda: TurnSink(queues)))
-        entry = (sink_type, queues, registration)
-        _sinks[runtime] = entry
-    try:
-        await asyncio.shield(entry[2])
-    except Exception:
-        _sinks.pop(runtime, None)
-        raise
-    return entry[0], entry[1]
+    """The agent type session actors send :class:`TurnEvent` to, and the queues of the turns in flight."""
+    queues: dict[str, asyncio.Queue[TurnEvent]] = {}
+    return await mailbox(runtime, TURN_SINK_PREFIX, queues, TurnSink)
 
 
 def event_factory() -> MessageFactory:
@@ -305,14 +298,9 @@ class RemoteAgentSession:
             pass
 
     async def _alive(self, consequence: str) -> None:
-        try:
-            await within(self.runtime.send_message(Ping(), self._recipient), LIVENESS_SECONDS)
-        except Exception as exc:
-            raise RemoteExecutorUnavailable(
-                f"{consequence}: no session worker answers for {self._recipient.type} ({type(exc).__name__}). "
-                f"Start one with `agent-memory runtime worker --role session --connect "
-                f"{self._address or 'HOST:PORT'}`"
-            ) from exc
+        await answers(self.runtime, self._recipient, lambda exc: RemoteExecutorUnavailable(
+            f"{consequence}: no session worker answers for {self._recipient.type} ({type(exc).__name__}). Start one "
+            f"with `agent-memory runtime worker --role session --connect {self._address or 'HOST:PORT'}`"))  # fmt: skip
 
 
 class LocalSessions:

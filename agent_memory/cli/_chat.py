@@ -61,6 +61,7 @@ from ..agents import (
 from ..store import TeamSpecStore
 from ..tools import MEMORY_TOOL_NAMES
 from ._main import EXIT_NOT_FOUND, EXIT_OK, EXIT_TURN_FAILED, EXIT_USAGE, Cli, UsageError
+from ._runtime import add_runtime_arguments
 
 _EOF = object()
 
@@ -381,18 +382,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--message", "-m", action="append", help="send this message and exit (repeatable)")
     p.add_argument("--user", "-u", help="user identifier (default: $AGENT_MEMORY_USER)")
     p.add_argument("--json", action="store_true", help="one JSON object per event")
-    p.add_argument(
-        "--runtime",
-        metavar="HOST:PORT",
-        default=os.environ.get("AGENT_MEMORY_RUNTIME"),
-        help="run code on the executor workers of this runtime host ($AGENT_MEMORY_RUNTIME)",
-    )
-    p.add_argument(
-        "--shards",
-        type=int,
-        default=int(os.environ.get("AGENT_MEMORY_EXECUTOR_SHARDS", "1")),
-        help="how many executor workers share the users ($AGENT_MEMORY_EXECUTOR_SHARDS, default 1)",
-    )
+    add_runtime_arguments(p, who="this chat's")
     p.add_argument(
         "--remote-agents",
         action="store_true",
@@ -404,12 +394,6 @@ def register(subparsers: Any) -> None:
         type=int,
         default=int(os.environ.get("AGENT_MEMORY_SESSION_SHARDS", "1")),
         help="how many session workers share the users ($AGENT_MEMORY_SESSION_SHARDS, default 1)",
-    )
-    p.add_argument(
-        "--runtime-tls",
-        metavar="DIR",
-        default=os.environ.get("AGENT_MEMORY_RUNTIME_TLS"),
-        help="the deployment's TLS certificates ($AGENT_MEMORY_RUNTIME_TLS; see `agent-memory runtime certs`)",
     )
     p.add_argument("--verbose", "-v", action="store_true", help="show AutoGen's log messages")
     p.set_defaults(handler=_chat_handler)

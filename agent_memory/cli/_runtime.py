@@ -173,6 +173,29 @@ async def cmd_worker(args: argparse.Namespace, cli: Cli) -> int:
     return EXIT_OK
 
 
+def add_runtime_arguments(p: argparse.ArgumentParser, *, who: str) -> None:
+    """``--runtime``, ``--shards`` and ``--runtime-tls`` (and their variables) for ``chat`` and ``ui``."""
+    env = os.environ.get
+    p.add_argument(
+        "--runtime",
+        metavar="HOST:PORT",
+        default=env("AGENT_MEMORY_RUNTIME"),
+        help=f"run {who} code on the executor workers of this runtime host ($AGENT_MEMORY_RUNTIME)",
+    )
+    p.add_argument(
+        "--shards",
+        type=int,
+        default=int(env("AGENT_MEMORY_EXECUTOR_SHARDS", "1")),
+        help="how many executor workers share the users ($AGENT_MEMORY_EXECUTOR_SHARDS, default 1)",
+    )
+    p.add_argument(
+        "--runtime-tls",
+        metavar="DIR",
+        default=env("AGENT_MEMORY_RUNTIME_TLS"),
+        help="the deployment's TLS certificates ($AGENT_MEMORY_RUNTIME_TLS; `agent-memory runtime certs`)",
+    )
+
+
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("runtime", help="AutoGen's gRPC runtime: a host and executor workers")
     sub = p.add_subparsers(dest="runtime_command", required=True)

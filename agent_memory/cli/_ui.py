@@ -31,6 +31,7 @@ from typing import Any
 from ..auth import MIN_PASSWORD_CHARS, AccountExists, UserAccounts, auth_secret, check_password
 from ..config import get_settings, header_auth_enabled
 from ._main import EXIT_OK, EXIT_USAGE, Cli
+from ._runtime import add_runtime_arguments
 
 EXIT_NOT_FOUND = 1
 PASSWORD_ATTEMPTS = 3  # interactive prompts before giving up
@@ -276,22 +277,5 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("ui", help="start the chat UI (Chainlit) on the configured database")
     p.add_argument("--port", type=int, default=int(os.environ.get("AGENT_MEMORY_UI_PORT", "8000")))
     p.add_argument("--host", default=os.environ.get("AGENT_MEMORY_UI_HOST", "127.0.0.1"))
-    p.add_argument(
-        "--runtime",
-        metavar="HOST:PORT",
-        default=os.environ.get("AGENT_MEMORY_RUNTIME"),
-        help="run users' code on the executor workers of this runtime host ($AGENT_MEMORY_RUNTIME)",
-    )
-    p.add_argument(
-        "--shards",
-        type=int,
-        default=int(os.environ.get("AGENT_MEMORY_EXECUTOR_SHARDS", "1")),
-        help="how many executor workers share the users ($AGENT_MEMORY_EXECUTOR_SHARDS, default 1)",
-    )
-    p.add_argument(
-        "--runtime-tls",
-        metavar="DIR",
-        default=os.environ.get("AGENT_MEMORY_RUNTIME_TLS"),
-        help="the deployment's TLS certificates ($AGENT_MEMORY_RUNTIME_TLS; see `agent-memory runtime certs`)",
-    )
+    add_runtime_arguments(p, who="users'")
     p.set_defaults(handler=cmd_ui)
