@@ -31,6 +31,7 @@ from autogen_agentchat.base import TaskResult
 from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, MessageFactory
 from autogen_core import (
     AgentId,
+    AgentInstantiationContext,
     AgentRuntime,
     CancellationToken,
     MessageContext,
@@ -109,6 +110,11 @@ def session_key(user_id: str, thread_id: str) -> str:
     return f"{safe_path_part(user_id)}.{safe_path_part(thread_id)}"
 
 
+def owns(key: str, user_id: str, thread_id: str) -> bool:
+    """Whether an actor key (``session_key``, optionally ``#<instance>``) is the session of this user and thread."""
+    return key.split("#", 1)[0] == session_key(user_id, thread_id)
+
+
 SessionFactory = Callable[[str, str], Awaitable[AgentSession]]
 
 
@@ -123,7 +129,7 @@ class SessionActor(RoutedAgent):
 
     @message_handler
     async def start_turn(self, message: StartTurn, ctx: MessageContext) -> TurnEnded:
-        if self.id.key != session_key(message.user_id, message.thread_id):  # the key decides whose session it is
+        if not owns(self.id.key, message.user_id, message.thread_id):  # the key decides whose session it is
             return TurnEnded(turn_id=message.turn_id, error="this session belongs to another user or thread")
         token = CancellationToken()
         self._turns[message.turn_id] = token
@@ -162,7 +168,7 @@ class SessionActor(RoutedAgent):
 
     @message_handler
     async def close_session(self, message: CloseSession, ctx: MessageContext) -> Pong:
-        if self.id.key == session_key(message.user_id, message.thread_id):
+        if owns(self.id.key, message.user_id, message.thread_id):
             await self.close()
         return Pong()
 
@@ -208,12 +214,13 @@ class RemoteAgentSession:
     """The caller's side of a :class:`SessionActor`: streams a remote turn like a local ``AgentSession``."""
 
     def __init__(self, runtime: AgentRuntime, *, user_id: str, thread_id: str, shards: int = 1,
-                 address: str = "") -> None:  # fmt: skip
+                 address: str = "", instance: str = "") -> None:  # fmt: skip
         self.runtime = runtime
         self.user_id = user_id
         self.thread_id = thread_id
         self.work_dir: Path | None = None  # on the session worker (known here only on one machine)
-        self._recipient = AgentId(session_type(shard_of(user_id, shards)), session_key(user_id, thread_id))
+        key = session_key(user_id, thread_id) + (f"#{instance}" if instance else "")
+        self._recipient = AgentId(session_type(shard_of(user_id, shards)), key)
         self._address = address
         self._factory = event_factory()
         self._token: CancellationToken | None = None
@@ -306,7 +313,7 @@ class RemoteAgentSession:
 class LocalSessions:
     """Single-machine mode: the same :class:`SessionActor` s, on AutoGen's in-process runtime.
 
-    ``open`` hands a team built here (by the CLI or the UI, with their own builder) to the session actor of its
+    ``open`` hands a team built here (by the CLI or the UI, with their own builder) to a session actor of its
     user and thread, and returns the :class:`RemoteAgentSession` that talks to it, as on a distributed runtime.
     """
 
@@ -315,24 +322,30 @@ class LocalSessions:
         self._teams: dict[str, AgentSession] = {}
         self._started: asyncio.Future[None] | None = None
 
-    async def _build(self, user_id: str, thread_id: str) -> AgentSession:
-        return self._teams.pop(session_key(user_id, thread_id))
+    def _actor(self) -> SessionActor:
+        # the team of the chat this actor was opened for, handed over once (a closed chat is not rebuilt)
+        teams = [t for t in [self._teams.pop(AgentInstantiationContext.current_agent_id().key, None)] if t]
+
+        async def build(user_id: str, thread_id: str) -> AgentSession:
+            if not teams:
+                raise LookupError("this chat was closed; open it again")
+            return teams.pop()
+
+        return SessionActor(build)
 
     async def _start(self) -> None:
-        await SessionActor.register(self.runtime, session_type(0), lambda: SessionActor(self._build))
+        await SessionActor.register(self.runtime, session_type(0), self._actor)
         self.runtime.start()
 
     async def open(self, team: AgentSession) -> RemoteAgentSession:
-        """The actor-backed session for ``team`` (its user and thread)."""
+        """The actor-backed session for ``team``: each chat (a browser tab, a terminal) gets its own actor
+        instance, as it had its own team before, so two tabs on one thread never share or close each other's."""
         if self._started is None:
             self._started = asyncio.ensure_future(self._start())
         await asyncio.shield(self._started)
-        key = session_key(team.user_id, team.thread_id)
-        # the actor of a thread opened before may still hold that thread's old team: release it first
-        await self.runtime.send_message(CloseSession(user_id=team.user_id, thread_id=team.thread_id),
-                                        AgentId(session_type(0), key))  # fmt: skip
-        self._teams[key] = team  # what the actor builds its session from on the next turn
-        session = RemoteAgentSession(self.runtime, user_id=team.user_id, thread_id=team.thread_id)
+        instance = uuid.uuid4().hex
+        self._teams[f"{session_key(team.user_id, team.thread_id)}#{instance}"] = team
+        session = RemoteAgentSession(self.runtime, user_id=team.user_id, thread_id=team.thread_id, instance=instance)
         session.work_dir = team.work_dir
         return session
 

@@ -18,6 +18,7 @@ from agent_memory.agents import (
     SESSION_MESSAGE_TYPES,
     AgentBuilder,
     AgentSession,
+    LocalSessions,
     RemoteAgentSession,
     SessionActor,
     StartTurn,
@@ -141,3 +142,25 @@ async def test_on_one_machine_the_same_actor_runs_on_the_in_process_runtime(
         await runtime.stop()
 
     assert any("in process" in m.to_text() for m in result.messages if m.source == "executor")
+
+
+async def test_two_chats_on_one_thread_have_their_own_session_actors(
+    store: MemoryStore, user_id: str, scripted_llm: ScriptedLLM, tmp_path: Path
+) -> None:
+    local = LocalSessions()
+
+    async def chat() -> RemoteAgentSession:
+        builder = AgentBuilder(store, user_id, model_client=scripted_llm.model_client(), home=tmp_path)
+        return await local.open(await builder.build(thread_id="shared-thread"))
+
+    first, second = await chat(), await chat()  # e.g. the same thread open in two browser tabs
+    scripted_llm.add("One. TERMINATE", "Two. TERMINATE")
+    try:
+        await first.run("one")
+        await second.close()  # closing the other tab ...
+        result = await first.run("two")  # ... leaves this one working
+    finally:
+        await first.close()
+        await local.stop()
+
+    assert result.messages[-1].to_text() == "Two. TERMINATE"
