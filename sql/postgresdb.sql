@@ -620,3 +620,58 @@ BEGIN
 END $$;
 
 UPDATE agent_memory_schema SET version = 10, applied_at = now() WHERE version < 10;
+
+-- ---------------------------------------------------------------------------------------------------
+-- Section 11 (version 11): the parts of paths, URLs and image references are words
+-- ---------------------------------------------------------------------------------------------------
+-- PostgreSQL's parser keeps "registry.example/api:e58bc3a" or "/var/log/nginx/error.log" as one lexeme, so
+-- "e58bc3a" or "nginx" found nothing. Text is indexed (and queries are read) with / : @ = as word breaks.
+CREATE OR REPLACE FUNCTION agent_memory_words(t text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT regexp_replace(t, '[/:@=]+', ' ', 'g') $$;
+
+CREATE OR REPLACE FUNCTION agent_memory_rechunk() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' THEN
+        DELETE FROM agent_memory_chunks WHERE user_id = NEW.user_id AND memory_id = NEW.id;
+    END IF;
+    -- Short contents need no chunks: the memory's own vector covers them whole.
+    IF length(NEW.content) > 6000 OR length(NEW.content) - length(replace(NEW.content, E'\n', '')) >= 80 THEN
+        INSERT INTO agent_memory_chunks (memory_id, user_id, chunk_no, line_start, line_end, search_vector)
+        SELECT NEW.id, NEW.user_id, c.chunk_no, min(t.n), max(t.n),
+               to_tsvector('english', agent_memory_words(left(string_agg(t.line, E'\n' ORDER BY t.n), 200000)))
+        FROM string_to_table(NEW.content, E'\n') WITH ORDINALITY AS t(line, n)
+        CROSS JOIN LATERAL (
+            SELECT (t.n - 1) / 80 AS chunk_no
+            UNION ALL  -- the first 8 lines of a chunk also end the previous one (the overlap)
+            SELECT (t.n - 1) / 80 - 1 WHERE t.n > 80 AND (t.n - 1) % 80 < 8
+        ) c
+        GROUP BY c.chunk_no;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_attrdef d JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum
+                   WHERE d.adrelid = 'agent_memories'::regclass AND a.attname = 'search_vector'
+                     AND pg_get_expr(d.adbin, d.adrelid) LIKE '%agent_memory_words%') THEN
+        -- the generated column is rebuilt (its indexes go with it and are made again below)
+        ALTER TABLE agent_memories DROP COLUMN search_vector;
+        ALTER TABLE agent_memories ADD COLUMN search_vector TSVECTOR GENERATED ALWAYS AS (
+            setweight(to_tsvector('english', agent_memory_words(coalesce(description, ''))), 'A')
+            || setweight(to_tsvector('english', agent_memory_words(left(content, 100000))), 'B')
+        ) STORED;
+        IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'btree_gin') THEN
+            CREATE INDEX IF NOT EXISTS agent_memories_user_search_vector_idx
+                ON agent_memories USING GIN (user_id, search_vector);
+        ELSE
+            CREATE INDEX IF NOT EXISTS agent_memories_search_vector_idx ON agent_memories USING GIN (search_vector);
+        END IF;
+        -- and the chunks of long contents, with the same word breaks
+        UPDATE agent_memories SET content = content
+        WHERE length(content) > 6000 OR length(content) - length(replace(content, E'\n', '')) >= 80;
+    END IF;
+END $$;
+
+UPDATE agent_memory_schema SET version = 11, applied_at = now() WHERE version < 11;

@@ -97,9 +97,10 @@ keyhit AS (
 ),
 neg AS (
     -- words the query excludes with websearch syntax (-word): no ranker may return a row containing them
-    SELECT CASE WHEN $5::text = '' OR numnode(plainto_tsquery('english', $5)) = 0 THEN NULL
+    SELECT CASE WHEN $5::text = '' OR numnode(plainto_tsquery('english', agent_memory_words($5))) = 0 THEN NULL
                 ELSE to_tsquery('simple', array_to_string(ARRAY(
-                    SELECT quote_literal(x) FROM unnest(tsvector_to_array(to_tsvector('english', $5))) x), ' | '))
+                    SELECT quote_literal(x)
+                    FROM unnest(tsvector_to_array(to_tsvector('english', agent_memory_words($5)))) x), ' | '))
            END AS tsq
 )"""
 
@@ -111,7 +112,7 @@ q0 AS (
     -- partitioned table has none until its parent is analyzed.
     SELECT lq, d.df, d.df > 0 OR EXISTS (SELECT 1 FROM agent_memory_chunks c
                                          WHERE c.user_id = $1 AND c.search_vector @@ lq) AS present
-    FROM unnest(tsvector_to_array(to_tsvector('english', $2))) l
+    FROM unnest(tsvector_to_array(to_tsvector('english', agent_memory_words($2)))) l
     CROSS JOIN LATERAL (SELECT to_tsquery('simple', quote_literal(l)
                         || CASE WHEN l ~ '[0-9]' AND length(l) >= 5 THEN ':*' ELSE '' END) AS lq) t
     CROSS JOIN LATERAL (SELECT count(*) AS df FROM (SELECT 1 FROM agent_memories m
@@ -135,7 +136,7 @@ q AS (
                (SELECT string_agg(lq::text, ' | ')::tsquery FROM q0)
            ) AS tsq_match,
            (SELECT string_agg(lq::text, ' | ')::tsquery FROM q0 WHERE present) AS tsq_any,
-           websearch_to_tsquery('english', $6) AS tsq_web
+           websearch_to_tsquery('english', agent_memory_words($6)) AS tsq_web
 ),
 mem_hits AS (
     SELECT m.id, NULL::tsvector AS chunk_vector, NULL::text AS lines
