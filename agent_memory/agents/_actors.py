@@ -177,7 +177,7 @@ class ExecutorActor(RoutedAgent):
             return
         sink = AgentId(message.progress_to, PROGRESS_SINK_KEY)
         languages = [b.language for b in message.blocks]
-        async for p in while_running(run, tail, source="executor", languages=languages):  # type: ignore[arg-type]
+        async for p in while_running(run, tail, source="executor", languages=languages):
             update = RunProgress(run_id=message.run_id, elapsed_s=p.elapsed_s, output_bytes=p.output_bytes,
                                  tail=p.tail)  # fmt: skip
             try:  # best effort: the result carries the whole output anyway

@@ -67,7 +67,7 @@ from ..tools import memory_tools
 from ..validation import check_user_id
 from ._actors import RemoteCodeExecutor
 from ._code_agent import CODE_AGENT_SYSTEM_MESSAGE, CodeAgent
-from ._events import CodeProgressEvent, MemoryContextEvent, MemoryStoredEvent
+from ._events import AGENT_MEMORY_EVENTS, MemoryContextEvent
 from ._executor import ExecutorAgent, LocalProcessGroupExecutor
 from ._model_config import load_memory_model_client, load_model_client
 from ._spec import DEFAULT_TEAM_SPEC, TeamSpec
@@ -411,7 +411,7 @@ class AgentBuilder:
             "termination_condition": self.build_termination(),
             "max_turns": spec.max_turns,
             "runtime": self.runtime,
-            "custom_message_types": [MemoryStoredEvent, MemoryContextEvent, CodeProgressEvent],
+            "custom_message_types": list(AGENT_MEMORY_EVENTS),
         }
         if spec.team == "round_robin":
             return RoundRobinGroupChat([code_agent, executor_agent], **common)

@@ -62,3 +62,7 @@ class CodeProgressEvent(BaseAgentEvent):
     def to_text(self) -> str:
         last = self.tail.rstrip("\n").rsplit("\n", 1)[-1] if self.tail.strip() else ""
         return f"running {self.elapsed_s:.0f}s, {self.output_bytes} bytes of output" + (f": {last}" if last else "")
+
+
+# agent-memory's own events, which teams and message factories must know besides AgentChat's
+AGENT_MEMORY_EVENTS: tuple[type[BaseAgentEvent], ...] = (MemoryStoredEvent, MemoryContextEvent, CodeProgressEvent)

@@ -70,7 +70,7 @@ class LiveOutput(Protocol):
 
 
 async def while_running(
-    run: asyncio.Task[Any],
+    run: asyncio.Future[Any],
     tail: OutputTail,
     *,
     source: str,

@@ -53,7 +53,7 @@ from ._actors import (
     within,
 )
 from ._builder import AgentSession
-from ._events import CodeProgressEvent, MemoryContextEvent, MemoryStoredEvent
+from ._events import AGENT_MEMORY_EVENTS
 from ._workspace import safe_path_part
 
 SESSION_TYPE_PREFIX = "agent_memory_session"
@@ -204,7 +204,7 @@ async def turn_sink(runtime: AgentRuntime) -> tuple[str, dict[str, asyncio.Queue
 def event_factory() -> MessageFactory:
     """AgentChat's message factory, also knowing agent-memory's own events."""
     factory = MessageFactory()
-    for event_type in (MemoryStoredEvent, MemoryContextEvent, CodeProgressEvent):
+    for event_type in AGENT_MEMORY_EVENTS:
         if not factory.is_registered(event_type):
             factory.register(event_type)
     return factory

@@ -31,10 +31,8 @@ from agent_memory.placeholders import parse_memory_refs
 
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    c = Cluster(tmp_path, workers=2)
-    await c.start()
-    yield c
-    await c.stop()
+    async with Cluster(tmp_path, workers=2) as c:
+        yield c
 
 
 def remote(cluster: Cluster, user: str, thread: str = "t1", **kwargs: Any) -> RemoteCodeExecutor:
@@ -65,16 +63,12 @@ async def test_cancelling_kills_the_run_on_the_worker(cluster: Cluster) -> None:
 
 
 async def test_without_a_worker_the_run_fails_clearly_and_nothing_runs_here(tmp_path: Path) -> None:
-    lonely = Cluster(tmp_path, workers=0)
-    await lonely.start()
-    try:
+    async with Cluster(tmp_path, workers=0) as lonely:
         executor = RemoteCodeExecutor(lonely.client, user_id="dave", thread_id="t", address=lonely.address)
         with pytest.raises(RemoteExecutorUnavailable, match="agent-memory runtime worker"):
             await executor.execute_code_blocks(
                 [CodeBlock(language="bash", code=f"touch {tmp_path}/ran-here")], CancellationToken()
             )
-    finally:
-        await lonely.stop()
     assert not (tmp_path / "ran-here").exists()
 
 

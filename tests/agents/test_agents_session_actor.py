@@ -32,10 +32,8 @@ from agent_memory.placeholders import parse_memory_refs
 
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    c = Cluster(tmp_path, workers=0)
-    await c.start()
-    yield c
-    await c.stop()
+    async with Cluster(tmp_path, workers=0) as c:
+        yield c
 
 
 @pytest.fixture

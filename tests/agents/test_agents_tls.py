@@ -29,10 +29,8 @@ def deployment_tls(tmp_path: Path) -> RuntimeTLS:
 
 @pytest.fixture
 async def tls_cluster(tmp_path: Path, deployment_tls: RuntimeTLS) -> AsyncIterator[Cluster]:
-    c = Cluster(tmp_path, workers=1, tls=deployment_tls)
-    await c.start()
-    yield c
-    await c.stop()
+    async with Cluster(tmp_path, workers=1, tls=deployment_tls) as c:
+        yield c
 
 
 async def run(client: object, cluster: Cluster, code: str) -> str:

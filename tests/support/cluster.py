@@ -57,6 +57,13 @@ class Cluster:
         add_serializers(self.client)
         await self.client.start()
 
+    async def __aenter__(self) -> Cluster:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
     async def stop(self) -> None:
         for runtime in [self.client, *self.workers]:
             with contextlib.suppress(Exception):  # a test may have stopped a worker already

@@ -17,10 +17,8 @@ from chainlit_app.ui_agent_builder import UIAgentBuilder
 
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    c = Cluster(tmp_path, workers=2)
-    await c.start()
-    yield c
-    await c.stop()
+    async with Cluster(tmp_path, workers=2) as c:
+        yield c
 
 
 @pytest.fixture
