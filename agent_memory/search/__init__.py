@@ -13,6 +13,7 @@ from ._embedders import (
     SentenceTransformerEmbedder,
     embedder_from_settings,
 )
+from ._embedding_text import embedding_text
 from ._fusion import (
     CANDIDATES_PER_RANKER,
     RRF_K,
@@ -26,7 +27,7 @@ from ._fusion import (
 )
 from ._hybrid import DEFAULT_MIN_SCORE, MEMORY_ITEM_COLUMNS, NOT_EXPIRED, SearchOptions, hybrid_search, negated_words
 from ._skills import SKILL_COLUMNS, rank_skills
-from ._worker import EmbeddingService, ReindexReport, embedding_text, vector_index_name, vector_literal
+from ._worker import EmbeddingService, ReindexReport, vector_index_name, vector_literal
 
 __all__ = [
     "CANDIDATES_PER_RANKER",

@@ -16,6 +16,12 @@ Three rankers run in ONE SQL statement, each restricted to the user's rows in SQ
   search found nothing (evidence under 0.05).
 * **dense** (pgvector cosine on the configured embedder's vector space, HNSW index): catches paraphrases.
   Evidence = the cosine mapped onto [0, 1] by the embedder's calibration (floor -> 0, ceiling -> 1).
+* **profile** (with dense): the user's preferences and facts (``user_preference``, ``user_fact``) closest to
+  the query, the best three, read exactly. A request shares few words with the preference that governs it
+  ("add the requests library" -> "dependency pinning: exact pins in a lockfile"), and among all memories such a
+  preference is rarely in the top dense hits; among the user's preferences and facts it often is. Evidence =
+  half the cosine on a wider calibration (from half a span below the floor): a close one counts, a far one
+  little, and an exact full-text match still comes first.
 
 Fusion is reciprocal-rank fusion (k = 60) weighted by evidence: ranker *i* contributes
 ``c_i = evidence_i * (k + 1) / (k + rank_i)`` (1.0 for perfect evidence at rank 1), and the contributions
@@ -67,8 +73,14 @@ DF_CAP = 1000  # document frequencies are counted up to this; a word that common
 N_CAP = 50_000  # ... and the user's memories up to this
 HNSW_EF_SEARCH = 40  # pgvector default; iterative scan still fills the candidate list
 DEFAULT_MIN_SCORE = 0.15
+# The profile lane: the user's preferences and facts closest to the query join the candidates even when
+# neither full-text nor the top dense hits reach them ("deploy this to prod" -> the deploy preference).
+PROFILE_TYPES = ("user_preference", "user_fact")
+PROFILE_LANE = 3  # how many of them
+PROFILE_SCAN = 2000  # ... out of the user's newest this many
+PROFILE_WEIGHT = 0.5  # a lane hit alone weighs half a dense hit: an exact full-text match stays first
 
-Ranker = Literal["fts", "trigram", "dense"]
+Ranker = Literal["fts", "trigram", "dense"]  # "dense" includes the profile lane
 Connection = asyncpg.Connection | PoolConnectionProxy
 ALL_RANKERS: tuple[Ranker, ...] = ("fts", "trigram", "dense")
 
@@ -230,6 +242,28 @@ dense AS (
            1.0 - d.dist AS cosine
     FROM dense_raw d JOIN agent_memories m ON m.id = d.id AND m.user_id = $1
     WHERE m.is_active AND ($4::text IS NULL OR m.memory_type = $4)
+),
+profile_rows AS MATERIALIZED (
+    -- the user's standing preferences and facts (newest first, capped): read exactly, not through HNSW
+    SELECT m.id FROM agent_memories m
+    WHERE m.user_id = $1 AND m.is_active AND m.memory_type IN ({profile_types})
+      AND ($4::text IS NULL OR m.memory_type = $4) AND {not_expired}
+    ORDER BY m.created_at DESC
+    LIMIT {profile_scan}
+),
+profile AS (
+    -- the closest of them, calibrated from half a span below the floor and weighed half: "write a query that
+    -- counts rows per day" is far from "sql style: uppercase keywords" in any vector space, yet it applies
+    SELECT p.id, row_number() OVER (ORDER BY p.dist) AS rnk,
+           {profile_weight} * greatest(0.0, least(1.0, ((1.0 - p.dist) - ($8 - ($9 - $8) / 2))
+                                    / greatest(($9 + ($9 - $8) / 10) - ($8 - ($9 - $8) / 2), 1e-6))) AS evidence
+    FROM (
+        SELECT r.id, (e.embedding::vector({dim}) <=> $7::vector({dim}))::float8 AS dist
+        FROM profile_rows r JOIN agent_memory_embeddings e ON e.memory_id = r.id AND e.user_id = $1
+        WHERE e.model = {model}
+        ORDER BY dist
+        LIMIT {profile_lane}
+    ) p
 )"""
 
 
@@ -245,8 +279,15 @@ def _build_sql(rankers: Iterable[Ranker], dense_space: tuple[str, int] | None) -
         parts.append("SELECT id, rnk, evidence, 'trigram' AS src, NULL::text AS lines FROM trg")
     if "dense" in rankers and dense_space is not None:
         model, dim = dense_space
-        ctes.append(_DENSE.format(dim=int(dim), model=sql_literal(model)))
+        ctes.append(
+            _DENSE.format(
+                dim=int(dim), model=sql_literal(model), profile_types=", ".join(map(sql_literal, PROFILE_TYPES)),
+                not_expired=NOT_EXPIRED, profile_scan=PROFILE_SCAN, profile_lane=PROFILE_LANE,
+                profile_weight=PROFILE_WEIGHT,
+            )
+        )  # fmt: skip
         parts.append("SELECT id, rnk, evidence, 'dense' AS src, NULL::text AS lines FROM dense")
+        parts.append("SELECT id, rnk, evidence, 'profile' AS src, NULL::text AS lines FROM profile")
     if len(parts) == 1:
         raise ValueError("no ranker to run")
     k = RRF_K

@@ -38,21 +38,9 @@ import asyncpg
 from pydantic import BaseModel
 
 from ._embedders import Embedder, EmbeddingError
+from ._embedding_text import HEAD_CHARS, TAIL_CHARS, embedding_text, salient_lines_sql
 
 log = logging.getLogger(__name__)
-
-# What a memory's vector is computed from: the description says what it is, the head and the tail hold
-# the command, the first lines and the final error/summary of long outputs.
-_HEAD_CHARS = 1500
-_TAIL_CHARS = 500
-
-
-def embedding_text(description: str, content_head: str, content_tail: str, char_count: int) -> str:
-    """The text embedded for one memory (description + head, + tail when the content is long)."""
-    parts = [description.strip(), content_head]
-    if char_count > _HEAD_CHARS + _TAIL_CHARS:
-        parts.append("...\n" + content_tail)
-    return "\n".join(p for p in parts if p)
 
 
 def vector_literal(vec: Sequence[float]) -> str:
@@ -77,8 +65,9 @@ class ReindexReport(BaseModel):
 
 _FETCH_TEXT_SQL = f"""
 SELECT m.id, m.user_id, m.content_sha256, m.description, m.char_count,
-       left(m.content, {_HEAD_CHARS}) AS head,
-       CASE WHEN m.char_count > {_HEAD_CHARS + _TAIL_CHARS} THEN right(m.content, {_TAIL_CHARS}) ELSE '' END AS tail
+       left(m.content, {HEAD_CHARS}) AS head,
+       CASE WHEN m.char_count > {HEAD_CHARS + TAIL_CHARS} THEN right(m.content, {TAIL_CHARS}) ELSE '' END AS tail,
+       {salient_lines_sql()} AS salient
 FROM agent_memories m
 """
 
@@ -226,7 +215,7 @@ class EmbeddingService:
     async def _embed_rows(self, rows: Sequence[asyncpg.Record]) -> int:
         if not rows:
             return 0
-        texts = [embedding_text(r["description"], r["head"], r["tail"], r["char_count"]) for r in rows]
+        texts = [embedding_text(r["description"], r["head"], r["tail"], r["char_count"], r["salient"]) for r in rows]
         vectors = await self.embedder.embed(texts)
         model, dim = self.embedder.model_id, self.embedder.dimension
         await self.pool.execute(

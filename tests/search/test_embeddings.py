@@ -9,22 +9,15 @@ returns deterministic vectors (a stand-in for a remote model: words of one conce
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
 import json
 import os
-import re
-import struct
 import subprocess
 import sys
-import threading
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from support.embedding_stub import StubServer, stub_embedder
 
 from agent_memory import MemoryStore
 from agent_memory.config import Settings
@@ -40,91 +33,6 @@ from agent_memory.search import (
 )
 from agent_memory.search._embedders import cpu_has_bf16
 from agent_memory.store import find_user_pk
-
-# Words of one group map to one dimension: the stand-in model's notion of meaning.
-CONCEPTS = [
-    {"disk", "storage", "space", "filesystem", "df"},
-    {"full", "exhausted", "left", "100%", "ran", "out"},
-    {"cache", "caching", "redis", "memcached", "session", "sessions"},
-    {"deploy", "deployment", "ship", "release", "production", "freeze"},
-    {"npm", "javascript", "dependency", "dependencies", "package", "packages", "install"},
-]
-_WORD = re.compile(r"[a-z0-9%]+")
-
-
-def stub_vector(text: str, dim: int) -> list[float]:
-    vec = [0.0] * dim
-    for word in _WORD.findall(text.lower()):
-        for i, group in enumerate(CONCEPTS):
-            if word in group:
-                vec[i] += 1.0
-                break
-        else:
-            vec[len(CONCEPTS) + int(hashlib.md5(word.encode()).hexdigest(), 16) % (dim - len(CONCEPTS))] += 0.3
-    vec[-1] += 0.05  # never the zero vector
-    return vec
-
-
-@dataclass
-class StubServer:
-    url: str
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    gate: threading.Event = field(default_factory=threading.Event)
-    fail: bool = False
-
-
-class _Handler(BaseHTTPRequestHandler):
-    stub: StubServer
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.stub.requests.append(body)
-        self.stub.gate.wait(30)
-        if self.stub.fail or not self.path.endswith("/embeddings"):
-            self.send_response(500)
-            self.end_headers()
-            self.wfile.write(b'{"error": {"message": "model crashed"}}')
-            return
-        inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
-        dim = int(body.get("dimensions") or 64)
-        data = []
-        for i, text in enumerate(inputs):
-            vec = stub_vector(text, dim)
-            if body.get("encoding_format") == "base64":
-                emb: Any = base64.b64encode(struct.pack(f"<{dim}f", *vec)).decode()
-            else:
-                emb = vec
-            data.append({"object": "embedding", "index": i, "embedding": emb})
-        payload = json.dumps(
-            {"object": "list", "data": data, "model": body["model"], "usage": {"prompt_tokens": 1, "total_tokens": 1}}
-        ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-
-@pytest.fixture
-def stub() -> Iterator[StubServer]:
-    handler = type("Handler", (_Handler,), {})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    state = StubServer(url=f"http://127.0.0.1:{server.server_address[1]}/v1")
-    state.gate.set()
-    handler.stub = state
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield state
-    state.gate.set()
-    server.shutdown()
-    server.server_close()
-
-
-def stub_embedder(stub: StubServer, **kwargs: Any) -> OpenAIEmbedder:
-    return OpenAIEmbedder(model="stub-embed", base_url=stub.url, api_key="test", **kwargs)
 
 
 @pytest.fixture

@@ -1,0 +1,92 @@
+"""What a memory's vector is computed from.
+
+A short memory is embedded whole (description + content). A long command output is different: the line that
+matters ("java.lang.OutOfMemoryError: Java heap space" at line 2,417) is buried in thousands of lines, and the
+embedder reads only its first ~128 word pieces. So a long output is embedded as its description, its distinct
+*salient lines* (the failure vocabulary of logs and tools: error, fatal, exception, refused, killed, timed out,
+...; the strongest first, repeats that differ only in numbers once) and its last lines (the summary). A long
+output with no salient line keeps the description + head + tail recipe.
+
+Salient lines are picked in SQL (:func:`salient_lines_sql`), so the worker never fetches whole outputs.
+
+Example:
+    >>> log = "\\n".join(f"INFO step {i} ok" for i in range(3000)) + "\\nERROR: disk full on /dev/sda1\\ndone"
+    >>> text = embedding_text("backup job", log[:1500], log[-500:], len(log), ["ERROR: disk full on /dev/sda1"])
+    >>> text.splitlines()[:2]
+    ['backup job', 'ERROR: disk full on /dev/sda1']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+HEAD_CHARS = 1500  # the head of a memory's content read into its vector (the command and its first lines)
+TAIL_CHARS = 500  # ... and the tail of a long one (the final error or summary)
+SCAN_CHARS = 1_000_000  # salient lines are looked for in the first million characters (and in the tail)
+SALIENT_LINE_CHARS = 200  # each salient line is cut to this
+SALIENT_BUDGET = 700  # characters of salient lines in the text (the embedder reads ~128 word pieces anyway)
+SALIENT_MAX_LINES = 40
+TAIL_LINES = 3
+
+# Case-insensitive, from the start of a word (PostgreSQL ARE: \m). Strong words name a failure; weak ones often
+# accompany it. Generic log and tool vocabulary, not tuned on any evaluation set's outputs.
+_STRONG = (
+    r"error|fatal|fail(ed|ure)?|exception|traceback|panic|critical|emerg|denied|refused|killed|oom\M|"
+    r"out of memory|segmentation|segfault|abort(ed)?\M|crash(ed)?\M|deadlock|exhausted|no space|unreachable|"
+    r"expired|rejected|timed out|exit(ed)? (code|status) [1-9]"
+)
+_WEAK = (
+    r"err\M|failing|forbidden|unauthori[sz]ed|timeout|conflict|cannot|can't|could not|unable|invalid|missing|"
+    r"not found|warn(ing)?\M|exit(ed)? (code|status)"
+)
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def salient_lines_sql(content: str = "m.content", char_count: str = "m.char_count") -> str:
+    """A SQL expression: the distinct salient lines of a long content (``text[]``, strongest first), else ``{}``.
+
+    Lines that differ only in numbers or hex ids count once (their first occurrence); strong ones come before
+    weak ones, each group in line order.
+    """
+    strong, either = _literal(rf"\m({_STRONG})"), _literal(rf"\m({_STRONG}|{_WEAK})")
+    scanned = (
+        f"left({content}, {SCAN_CHARS}) || CASE WHEN {char_count} > {SCAN_CHARS} "
+        f"THEN E'\\n' || right({content}, {TAIL_CHARS}) ELSE '' END"
+    )
+    return f"""CASE WHEN {char_count} > {HEAD_CHARS + TAIL_CHARS} THEN ARRAY(
+    SELECT line FROM (
+        SELECT DISTINCT ON (sig) line, n, strong FROM (
+            SELECT left(btrim(l), {SALIENT_LINE_CHARS}) AS line, n, l ~* {strong} AS strong,
+                   regexp_replace(lower(left(btrim(l), 120)), '[0-9a-f]{{6,}}|[0-9]+', '#', 'g') AS sig
+            FROM regexp_split_to_table({scanned}, E'\\n') WITH ORDINALITY AS x(l, n)
+            WHERE l ~* {either}
+        ) s ORDER BY sig, n
+    ) d ORDER BY strong DESC, n LIMIT {SALIENT_MAX_LINES}
+) ELSE '{{}}'::text[] END"""
+
+
+def embedding_text(
+    description: str, content_head: str, content_tail: str, char_count: int, salient: Sequence[str] = ()
+) -> str:
+    """The text embedded for one memory.
+
+    Short content: description + content. Long content: description + salient lines (up to
+    :data:`SALIENT_BUDGET` characters) + its last lines; without salient lines, description + head + tail.
+    """
+    desc = description.strip()
+    if char_count <= HEAD_CHARS + TAIL_CHARS:
+        return "\n".join(p for p in (desc, content_head) if p)
+    picked: list[str] = []
+    used = 0
+    for line in salient:
+        if picked and used + len(line) > SALIENT_BUDGET:
+            break
+        picked.append(line)
+        used += len(line)
+    if not picked:
+        return "\n".join(p for p in (desc, content_head, "...\n" + content_tail) if p)
+    last = "\n".join(content_tail.rstrip().splitlines()[-TAIL_LINES:])
+    return "\n".join(p for p in (desc, *picked, "...", last) if p)
