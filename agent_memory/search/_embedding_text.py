@@ -2,7 +2,7 @@
 
 A short memory is embedded whole (description + content). A long command output is different: the line that
 matters ("java.lang.OutOfMemoryError: Java heap space" at line 2,417) is buried in thousands of lines, and the
-embedder reads only its first ~128 word pieces. So a long output is embedded as its description, its distinct
+embedder reads only its first ~112 word pieces. So a long output is embedded as its description, its distinct
 *salient lines* (the failure vocabulary of logs and tools: error, fatal, exception, refused, killed, timed out,
 ...; the strongest first, repeats that differ only in numbers once) and its last lines (the summary). A long
 output with no salient line keeps the description + head + tail recipe.
@@ -24,7 +24,7 @@ HEAD_CHARS = 1500  # the head of a memory's content read into its vector (the co
 TAIL_CHARS = 500  # ... and the tail of a long one (the final error or summary)
 SCAN_CHARS = 1_000_000  # salient lines are looked for in the first million characters (and in the tail)
 SALIENT_LINE_CHARS = 200  # each salient line is cut to this
-SALIENT_BUDGET = 700  # characters of salient lines in the text (the embedder reads ~128 word pieces anyway)
+SALIENT_BUDGET = 700  # characters of salient lines in the text (the embedder reads ~112 word pieces anyway)
 SALIENT_MAX_LINES = 40
 TAIL_LINES = 3
 

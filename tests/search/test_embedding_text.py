@@ -1,6 +1,6 @@
 """A long output's vector is made of its description, its distinct failure lines and its last lines.
 
-The embedder reads only the first ~128 word pieces of a text, so a vector of the head of a 3,000-line log never
+The embedder reads only the first ~112 word pieces of a text, so a vector of the head of a 3,000-line log never
 sees the error at line 2,417. These tests pin the recipe (pure function), the SQL that picks the lines, and the
 search it makes possible: a buried error found by meaning, with no word in common with the question.
 """
