@@ -675,3 +675,18 @@ BEGIN
 END $$;
 
 UPDATE agent_memory_schema SET version = 11, applied_at = now() WHERE version < 11;
+
+-- ---------------------------------------------------------------------------------------------------
+-- Section 12 (version 12): what a vector was made of (issue: search)
+-- ---------------------------------------------------------------------------------------------------
+-- A long output's vector used to be made of its head; it is now made of its failure lines and last lines
+-- (agent_memory.search._embedding_text). recipe says which: vectors of long outputs with an older recipe count
+-- as missing, so `agent-memory reindex` renews them. Adding a column with a constant default rewrites nothing.
+DO $$
+BEGIN
+    IF to_regclass('agent_memory_embeddings') IS NOT NULL THEN
+        ALTER TABLE agent_memory_embeddings ADD COLUMN IF NOT EXISTS recipe SMALLINT NOT NULL DEFAULT 1;
+    END IF;
+END $$;
+
+UPDATE agent_memory_schema SET version = 12, applied_at = now() WHERE version < 12;

@@ -107,7 +107,7 @@ async def cmd_reindex(args: argparse.Namespace, cli: Cli) -> int:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``reindex`` to the ``agent-memory`` command."""
-    p = sub.add_parser("reindex", help="embed memories that have no vector for the configured embedder")
+    p = sub.add_parser("reindex", help="embed memories that have no current vector for the configured embedder")
     _common(p)
     p.add_argument("--all-users", action="store_true", help="index every user's memories")
     p.add_argument("--embedder", choices=["local", "openai"], help="override AGENT_MEMORY_EMBEDDER")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+EMBEDDING_RECIPE = 2  # stored with each vector (schema v12); 1 = the head recipe of earlier versions
 HEAD_CHARS = 1500  # the head of a memory's content read into its vector (the command and its first lines)
 TAIL_CHARS = 500  # ... and the tail of a long one (the final error or summary)
 SCAN_CHARS = 1_000_000  # salient lines are looked for in the first million characters (and in the tail)

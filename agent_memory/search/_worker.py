@@ -38,7 +38,7 @@ import asyncpg
 from pydantic import BaseModel
 
 from ._embedders import Embedder, EmbeddingError
-from ._embedding_text import HEAD_CHARS, TAIL_CHARS, embedding_text, salient_lines_sql
+from ._embedding_text import EMBEDDING_RECIPE, HEAD_CHARS, TAIL_CHARS, embedding_text, salient_lines_sql
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,13 @@ class ReindexReport(BaseModel):
     pruned: int
     missing_before: int
 
+
+# A memory lacks a vector in space $1 when it has none, one of older content, or (a long output) one made by an
+# older recipe of embedding_text.
+_LACKS_VECTOR = f"""NOT EXISTS (
+    SELECT 1 FROM agent_memory_embeddings e
+    WHERE e.memory_id = m.id AND e.user_id = m.user_id AND e.model = $1 AND e.content_sha256 = m.content_sha256
+      AND (e.recipe >= {EMBEDDING_RECIPE} OR m.char_count <= {HEAD_CHARS + TAIL_CHARS}))"""
 
 _FETCH_TEXT_SQL = f"""
 SELECT m.id, m.user_id, m.content_sha256, m.description, m.char_count,
@@ -219,14 +226,14 @@ class EmbeddingService:
         vectors = await self.embedder.embed(texts)
         model, dim = self.embedder.model_id, self.embedder.dimension
         await self.pool.execute(
-            """
-            INSERT INTO agent_memory_embeddings (memory_id, user_id, model, dim, content_sha256, embedding)
-            SELECT v.memory_id, v.user_id, $3, $4, v.sha, v.vec::vector
+            f"""
+            INSERT INTO agent_memory_embeddings (memory_id, user_id, model, dim, content_sha256, embedding, recipe)
+            SELECT v.memory_id, v.user_id, $3, $4, v.sha, v.vec::vector, {EMBEDDING_RECIPE}
             FROM unnest($1::uuid[], $2::text[], $5::text[], $6::text[]) AS v(memory_id, user_id, sha, vec)
             JOIN agent_memories m ON m.id = v.memory_id AND m.user_id = v.user_id  -- skip memories deleted meanwhile
             ON CONFLICT (memory_id, model) DO UPDATE
                SET embedding = EXCLUDED.embedding, content_sha256 = EXCLUDED.content_sha256, dim = EXCLUDED.dim,
-                   created_at = now()
+                   recipe = EXCLUDED.recipe, created_at = now()
             """,
             [r["id"] for r in rows], [r["user_id"] for r in rows], model, dim,
             [r["content_sha256"] for r in rows], [vector_literal(v) for v in vectors],
@@ -236,16 +243,14 @@ class EmbeddingService:
     # ------------------------------------------------------------------ reindex
 
     async def count_missing(self, *, user_pks: Sequence[str] | None = None) -> int:
-        """Memories without a vector in the current space, of the users with these row ids (not login
-        names; None: everyone)."""
+        """Memories without a current vector in this space (none, of older content, or of an older recipe), of
+        the users with these row ids (not login names; None: everyone)."""
         await self.ensure_ready()
         return int(
             await self.pool.fetchval(
-                """SELECT count(*) FROM agent_memories m
+                f"""SELECT count(*) FROM agent_memories m
                    WHERE m.is_active AND ($2::text[] IS NULL OR m.user_id = ANY($2))
-                     AND NOT EXISTS (SELECT 1 FROM agent_memory_embeddings e
-                                     WHERE e.memory_id = m.id AND e.model = $1
-                                       AND e.content_sha256 = m.content_sha256)""",
+                     AND {_LACKS_VECTOR}""",
                 self.embedder.model_id,
                 user_pks,
             )
@@ -279,11 +284,9 @@ class EmbeddingService:
             # Keyset pagination over ids: stable while rows are added, and skips ones that failed.
             rows = await self.pool.fetch(
                 _FETCH_TEXT_SQL
-                + """WHERE m.is_active AND ($2::text[] IS NULL OR m.user_id = ANY($2))
+                + f"""WHERE m.is_active AND ($2::text[] IS NULL OR m.user_id = ANY($2))
                        AND ($3::uuid IS NULL OR m.id > $3)
-                       AND NOT EXISTS (SELECT 1 FROM agent_memory_embeddings e
-                                       WHERE e.memory_id = m.id AND e.model = $1
-                                         AND e.content_sha256 = m.content_sha256)
+                       AND {_LACKS_VECTOR}
                      ORDER BY m.id LIMIT $4""",
                 model, user_pks, last_id, step,
             )  # fmt: skip

@@ -158,10 +158,12 @@ async def _index_vectors(
     await hybrid.db.pool.execute(f"DROP INDEX IF EXISTS {vector_index_name(minilm.model_id)}")
     n_vec = await add_vectors(hybrid, pool_vectors, rng)
     async with hybrid.db.pool.acquire() as conn:
+        await conn.execute("SET statement_timeout = 0")  # bulk maintenance, not a request
         await conn.execute("SET maintenance_work_mem = '1GB'")
         await conn.execute("VACUUM ANALYZE agent_memories")
         await conn.execute("VACUUM ANALYZE agent_memory_embeddings")
     async with hybrid.db.pool.acquire() as conn:
+        await conn.execute("SET statement_timeout = 0")
         await conn.execute("SET maintenance_work_mem = '1GB'")
         t1 = time.perf_counter()
         await conn.execute(
@@ -183,6 +185,8 @@ async def main() -> None:
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
+    # Loading 100,000+ rows and building indexes runs longer than a request may (the default statement timeout).
+    os.environ.setdefault("AGENT_MEMORY_STATEMENT_TIMEOUT_SECONDS", "0")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     sizes = [int(s) for s in args.sizes.split(",")]
     rng = random.Random(args.seed)

@@ -150,3 +150,23 @@ async def test_a_buried_error_is_found_by_meaning_without_a_shared_word(dense_st
 
     assert hits and hits[0].memory_key == gold
     assert hits[0].why is not None and set(hits[0].why) == {"dense"}
+
+
+async def test_reindex_renews_the_vector_of_a_long_output_made_by_the_older_recipe(
+    dense_store: MemoryStore, user_id: str
+) -> None:
+    lines = info_log(2500)
+    lines[2100] = "write failed: No space left on device"
+    long_key = await dense_store.store(as_text(lines), user_id=user_id, description="backup run", memory_type=CMD)
+    await dense_store.store("added 212 packages in 4s", user_id=user_id, description="npm install", memory_type=CMD)
+    assert dense_store.embeddings is not None
+    await dense_store.embeddings.flush()
+    # as a version before schema 12 left them: every vector made by the head recipe
+    await dense_store.db.pool.execute("UPDATE agent_memory_embeddings SET recipe = 1")
+
+    assert await dense_store.count_unembedded(user_id=user_id) == 1  # the short memory's text did not change
+    report = await dense_store.reindex(user_id=user_id)
+
+    assert report.embedded == 1 and await dense_store.count_unembedded(user_id=user_id) == 0
+    hits = await dense_store.search("storage exhausted", user_id=user_id)
+    assert hits and hits[0].memory_key == long_key

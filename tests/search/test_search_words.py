@@ -63,5 +63,5 @@ async def test_a_version_10_database_indexes_the_parts_of_what_it_already_holds(
         await conn.close()
 
     async with await MemoryStore.open(fresh_url, settings=settings) as store:
-        assert await store.db.schema_version() == 11
+        assert await store.db.schema_version() == 12
         assert (await keys(store, "e58bc3a", "alice"))[:1] == [key]

@@ -103,7 +103,7 @@ async def test_a_version_9_database_gets_the_user_keyed_references_in_place(part
         await conn.close()
 
     async with await MemoryStore.open(partitioned_url, settings=Settings(embedder="none")) as store:
-        assert await store.db.schema_version() == 11
+        assert await store.db.schema_version() == 12
         names = {r[0] for r in await store.db.pool.fetch("SELECT conname FROM pg_constraint WHERE contype = 'f'")}
         assert {"agent_memory_versions_memory_fkey", "agent_memory_chunks_memory_fkey"} <= names
         assert not {"agent_memory_versions_memory_id_fkey", "agent_memory_chunks_memory_id_fkey"} & names

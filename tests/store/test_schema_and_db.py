@@ -78,7 +78,7 @@ async def test_a_version_7_database_upgrades_to_the_lifecycle_schema_in_place(fr
 
     async with await MemoryStore.open(fresh_database_url, settings=Settings()) as store:
         item = await store.get(key, user_id="alice")
-        assert await store.db.schema_version() == 11
+        assert await store.db.schema_version() == 12
         assert (item.version, item.status, item.valid_from, item.valid_until) == (1, "held", created, None)
         assert await store.retrieve(key, user_id="alice") == "stored before the upgrade"
         assert (await store.update(key, user_id="alice", content="after")).version == 2
