@@ -53,9 +53,13 @@ def salient_lines_sql(content: str = "m.content", char_count: str = "m.char_coun
     weak ones, each group in line order.
     """
     strong, either = _literal(rf"\m({_STRONG})"), _literal(rf"\m({_STRONG}|{_WEAK})")
+    head, tail = f"left({content}, {SCAN_CHARS})", f"right({content}, {TAIL_CHARS})"
+    # A longer content is read as the whole lines of its first SCAN_CHARS and of its tail (the line each cut
+    # falls in is dropped, so a repeated line is not counted again as a fragment).
     scanned = (
-        f"left({content}, {SCAN_CHARS}) || CASE WHEN {char_count} > {SCAN_CHARS} "
-        f"THEN E'\\n' || right({content}, {TAIL_CHARS}) ELSE '' END"
+        f"CASE WHEN {char_count} <= {SCAN_CHARS} THEN {content} "
+        f"ELSE left({head}, length({head}) - strpos(reverse({head}), E'\\n')) "
+        f"|| E'\\n' || substr({tail}, strpos({tail}, E'\\n') + 1) END"
     )
     return f"""CASE WHEN {char_count} > {HEAD_CHARS + TAIL_CHARS} THEN ARRAY(
     SELECT line FROM (

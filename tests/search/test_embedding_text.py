@@ -114,6 +114,14 @@ async def test_the_tail_of_an_output_longer_than_the_scan_is_read_too(store: Mem
     assert await _salient(store, key) == [lines[-1]]
 
 
+async def test_a_line_cut_at_the_start_of_the_tail_is_not_a_line_of_its_own(store: MemoryStore, user_id: str) -> None:
+    line = "ERROR: connection refused by the primary"
+    text = (line + "\n") * (SCAN_CHARS // len(line) + 1000)
+    key = await store.store(text, user_id=user_id, description="sync loop", memory_type=CMD)
+
+    assert await _salient(store, key) == [line]
+
+
 # ------------------------------------------------------------------ search by meaning finds a buried error
 
 
