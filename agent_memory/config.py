@@ -41,7 +41,10 @@ class Settings(BaseSettings):
     embedding_api_key: str | None = Field(default=None, description="None: OPENAI_API_KEY.")
     embedding_dimensions: int | None = Field(default=None, ge=1, description="Requested embedding dimension.")
     search_min_score: float = Field(
-        default=0.15, ge=0.0, le=1.0, description="Hits scoring below this are dropped (unrelated queries -> [])."
+        default=0.15,
+        ge=0.0,
+        le=1.0,
+        description="Hits scoring below this are dropped (an unrelated query gets few or none).",
     )
     ttl_days: dict[str, float] = Field(
         default_factory=dict,

@@ -7,7 +7,9 @@ embedder reads only its first ~112 word pieces. So a long output is embedded as 
 ...; the strongest first, repeats that differ only in numbers once) and its last lines (the summary). A long
 output with no salient line keeps the description + head + tail recipe.
 
-Salient lines are picked in SQL (:func:`salient_lines_sql`), so the worker never fetches whole outputs.
+Salient lines are picked in SQL (:data:`SALIENT_LINES_SQL`, one memory at a time, within
+:data:`SALIENT_TIMEOUT_MS`), so the worker never fetches whole outputs and one pathological output cannot stall
+a batch.
 
 Example:
     >>> log = "\\n".join(f"INFO step {i} ok" for i in range(3000)) + "\\nERROR: disk full on /dev/sda1\\ndone"
@@ -43,34 +45,45 @@ _WEAK = (
 
 
 def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+    # An E'' literal: its backslashes mean the same whatever standard_conforming_strings says.
+    return "E'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def salient_lines_sql(content: str = "m.content", char_count: str = "m.char_count") -> str:
-    """A SQL expression: the distinct salient lines of a long content (``text[]``, strongest first), else ``{}``.
+_STRONG_RE, _EITHER_RE = _literal(rf"\m({_STRONG})"), _literal(rf"\m({_STRONG}|{_WEAK})")
+_TRIM = "btrim(x.l, E' \\t\\r')"
 
-    Lines that differ only in numbers or hex ids count once (their first occurrence); strong ones come before
-    weak ones, each group in line order.
-    """
-    strong, either = _literal(rf"\m({_STRONG})"), _literal(rf"\m({_STRONG}|{_WEAK})")
-    head, tail = f"left({content}, {SCAN_CHARS})", f"right({content}, {TAIL_CHARS})"
-    # A longer content is read as the whole lines of its first SCAN_CHARS and of its tail (the line each cut
-    # falls in is dropped, so a repeated line is not counted again as a fragment).
-    scanned = (
-        f"CASE WHEN {char_count} <= {SCAN_CHARS} THEN {content} "
-        f"ELSE left({head}, length({head}) - strpos(reverse({head}), E'\\n')) "
-        f"|| E'\\n' || substr({tail}, strpos({tail}, E'\\n') + 1) END"
-    )
-    return f"""CASE WHEN {char_count} > {HEAD_CHARS + TAIL_CHARS} THEN ARRAY(
+# $1 the memory's id, $2 its user. One row (or none: not long, or no failure word at all, found by one scan of
+# the text before it is split into lines). A longer content than SCAN_CHARS is read as the whole lines of its
+# first SCAN_CHARS and of its tail (the line each cut falls in is dropped, so a repeat is not counted again as a
+# fragment). Lines that differ only in numbers or hex ids count once (their first occurrence); strong ones
+# come before weak ones, each group in line order.
+SALIENT_LINES_SQL = f"""
+WITH c AS (
+    SELECT m.content AS t, left(m.content, {SCAN_CHARS}) AS head, right(m.content, {TAIL_CHARS}) AS tail,
+           m.char_count
+    FROM agent_memories m
+    WHERE m.id = $1 AND m.user_id = $2 AND m.char_count > {HEAD_CHARS + TAIL_CHARS}
+),
+s AS (
+    SELECT CASE WHEN c.char_count <= {SCAN_CHARS} THEN c.t
+                ELSE left(c.head, length(c.head) - strpos(reverse(c.head), E'\\n'))
+                     || E'\\n' || substr(c.tail, strpos(c.tail, E'\\n') + 1) END AS t
+    FROM c
+)
+SELECT ARRAY(
     SELECT line FROM (
         SELECT DISTINCT ON (sig) line, n, strong FROM (
-            SELECT left(btrim(l), {SALIENT_LINE_CHARS}) AS line, n, l ~* {strong} AS strong,
-                   regexp_replace(lower(left(btrim(l), 120)), '[0-9a-f]{{6,}}|[0-9]+', '#', 'g') AS sig
-            FROM regexp_split_to_table({scanned}, E'\\n') WITH ORDINALITY AS x(l, n)
-            WHERE l ~* {either}
-        ) s ORDER BY sig, n
+            SELECT left({_TRIM}, {SALIENT_LINE_CHARS}) AS line, x.n, x.l ~* {_STRONG_RE} AS strong,
+                   regexp_replace(lower(left({_TRIM}, 120)), '[0-9a-f]*[0-9][0-9a-f]*', '#', 'g') AS sig
+            FROM regexp_split_to_table(s.t, E'\\n') WITH ORDINALITY AS x(l, n)
+            WHERE x.l ~* {_EITHER_RE}
+        ) y ORDER BY sig, n
     ) d ORDER BY strong DESC, n LIMIT {SALIENT_MAX_LINES}
-) ELSE '{{}}'::text[] END"""
+)
+FROM s
+WHERE s.t ~* {_EITHER_RE}
+"""
+SALIENT_TIMEOUT_MS = 2000  # a pathological output (a million short lines) gets the head recipe instead
 
 
 def embedding_text(

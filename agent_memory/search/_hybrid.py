@@ -26,7 +26,8 @@ Three rankers run in ONE SQL statement, each restricted to the user's rows in SQ
 Fusion is reciprocal-rank fusion (k = 60) weighted by evidence: ranker *i* contributes
 ``c_i = evidence_i * (k + 1) / (k + rank_i)`` (1.0 for perfect evidence at rank 1), and the contributions
 combine as a noisy-OR, ``score = 1 - prod(1 - c_i)``. Scores live on [0, 1] and mean the same for every query,
-so ``min_score`` cuts noise: an unrelated query returns nothing. ``fusion="rrf"`` orders by classic RRF
+so ``min_score`` cuts noise: an unrelated query returns few hits or none (with an embedder, the profile lane's
+weak hits may pass it). ``fusion="rrf"`` orders by classic RRF
 (``sum 1/(k + rank_i)``) instead, still cut on the same evidence score.
 
 After fusion (in Python, on a few dozen candidates): newer facts beat stale ones on the same subject
@@ -78,7 +79,11 @@ DEFAULT_MIN_SCORE = 0.15
 PROFILE_TYPES = ("user_preference", "user_fact")
 PROFILE_LANE = 3  # how many of them
 PROFILE_SCAN = 500  # ... out of the user's newest this many (2,000 cost 35 ms p95 at 100k memories)
-PROFILE_WEIGHT = 0.5  # a lane hit alone weighs half a dense hit: an exact full-text match stays first
+# A lane hit's evidence is half its cosine on the wider calibration: at most 0.5, so a lane hit alone stays below
+# an exact full-text match. Below a cosine of ~0.36 (local MiniLM) it still weighs more than a dense hit of that
+# cosine: that is how a request reaches a preference it shares nothing with. A preference that dense search
+# also found counts twice, on purpose: among the user's standing preferences, it is the one that applies.
+PROFILE_WEIGHT = 0.5
 
 Ranker = Literal["fts", "trigram", "dense"]  # "dense" includes the profile lane
 Connection = asyncpg.Connection | PoolConnectionProxy
@@ -306,7 +311,7 @@ fused AS (
 SELECT {MEMORY_ITEM_COLUMNS}, left(m.content, 300) AS snippet,
        f.score::float8 AS score, f.rrf::float8 AS rrf, f.why, f.lines
 FROM fused f JOIN agent_memories m ON m.id = f.id AND m.user_id = $1, neg
-WHERE (neg.tsq IS NULL OR NOT (m.search_vector @@ neg.tsq)) AND {NOT_EXPIRED}
+WHERE m.is_active AND (neg.tsq IS NULL OR NOT (m.search_vector @@ neg.tsq)) AND {NOT_EXPIRED}
 ORDER BY f.score DESC, m.created_at DESC
 """
 

@@ -38,7 +38,14 @@ import asyncpg
 from pydantic import BaseModel
 
 from ._embedders import Embedder, EmbeddingError
-from ._embedding_text import EMBEDDING_RECIPE, HEAD_CHARS, TAIL_CHARS, embedding_text, salient_lines_sql
+from ._embedding_text import (
+    EMBEDDING_RECIPE,
+    HEAD_CHARS,
+    SALIENT_LINES_SQL,
+    SALIENT_TIMEOUT_MS,
+    TAIL_CHARS,
+    embedding_text,
+)
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +80,7 @@ _LACKS_VECTOR = f"""NOT EXISTS (
 _FETCH_TEXT_SQL = f"""
 SELECT m.id, m.user_id, m.content_sha256, m.description, m.char_count,
        left(m.content, {HEAD_CHARS}) AS head,
-       CASE WHEN m.char_count > {HEAD_CHARS + TAIL_CHARS} THEN right(m.content, {TAIL_CHARS}) ELSE '' END AS tail,
-       {salient_lines_sql()} AS salient
+       CASE WHEN m.char_count > {HEAD_CHARS + TAIL_CHARS} THEN right(m.content, {TAIL_CHARS}) ELSE '' END AS tail
 FROM agent_memories m
 """
 
@@ -219,10 +225,29 @@ class EmbeddingService:
         )
         await self._embed_rows(rows)
 
+    async def _salient_lines(self, row: asyncpg.Record) -> list[str]:
+        """The failure lines of a long output (see ``_embedding_text``); none when it has none or they take too
+        long to find (then its vector is made of its head and tail)."""
+        if row["char_count"] <= HEAD_CHARS + TAIL_CHARS:
+            return []
+        async with self.pool.acquire() as conn:
+            try:  # caught inside the acquire block: the pool would report any error escaping it as an outage
+                async with conn.transaction():
+                    await conn.execute(f"SET LOCAL statement_timeout = {SALIENT_TIMEOUT_MS}")
+                    found = await conn.fetchval(SALIENT_LINES_SQL, row["id"], row["user_id"])
+            except asyncpg.QueryCanceledError:
+                log.info("failure lines of memory %s took over %d ms: embedded from its head", row["id"],
+                         SALIENT_TIMEOUT_MS)  # fmt: skip
+                return []
+        return list(found or [])
+
     async def _embed_rows(self, rows: Sequence[asyncpg.Record]) -> int:
         if not rows:
             return 0
-        texts = [embedding_text(r["description"], r["head"], r["tail"], r["char_count"], r["salient"]) for r in rows]
+        texts = [
+            embedding_text(r["description"], r["head"], r["tail"], r["char_count"], await self._salient_lines(r))
+            for r in rows
+        ]
         vectors = await self.embedder.embed(texts)
         model, dim = self.embedder.model_id, self.embedder.dimension
         await self.pool.execute(

@@ -312,7 +312,8 @@ class MemoryStore(MemoryLifecycle):
         """The user's memories that best match ``query``, best first, each with a ``score`` in [0, 1].
 
         Hits below ``min_score`` (default ``settings.search_min_score``) are dropped, so an unrelated query
-        returns ``[]``; ``mmr`` (0..1) re-ranks for diversity. See :mod:`agent_memory.search`.
+        returns few hits or none (lexical: none unless a word matches); ``mmr`` (0..1) re-ranks for diversity.
+        See :mod:`agent_memory.search`.
         """
         user_id = check_user_id(user_id)
         limit = check_limit(limit, maximum=100)

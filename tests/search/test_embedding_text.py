@@ -7,6 +7,7 @@ search it makes possible: a buried error found by meaning, with no word in commo
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 
 import pytest
@@ -14,8 +15,9 @@ from support.embedding_stub import StubServer, stub_embedder
 
 from agent_memory import MemoryStore
 from agent_memory.config import Settings
+from agent_memory.search import _worker as worker
 from agent_memory.search import embedding_text
-from agent_memory.search._embedding_text import SALIENT_BUDGET, SCAN_CHARS, salient_lines_sql
+from agent_memory.search._embedding_text import SALIENT_BUDGET, SALIENT_LINES_SQL, SCAN_CHARS
 
 CMD = "command_output"
 
@@ -71,8 +73,8 @@ def test_failure_lines_are_cut_to_the_budget() -> None:
 
 
 async def _salient(store: MemoryStore, key: str) -> list[str]:
-    sql = f"SELECT {salient_lines_sql()} FROM agent_memories m WHERE m.memory_key = $1"
-    return list(await store.db.pool.fetchval(sql, key))
+    row = await store.db.pool.fetchrow("SELECT id, user_id FROM agent_memories WHERE memory_key = $1", key)
+    return list(await store.db.pool.fetchval(SALIENT_LINES_SQL, row["id"], row["user_id"]) or [])
 
 
 async def test_the_buried_error_is_picked_from_a_long_output(store: MemoryStore, user_id: str) -> None:
@@ -96,6 +98,15 @@ async def test_repeats_that_differ_only_in_numbers_count_once_and_strong_lines_c
     picked = await _salient(store, key)
 
     assert picked == [lines[1950], lines[100]]
+
+
+async def test_carriage_returns_and_hex_free_words_are_kept_apart(store: MemoryStore, user_id: str) -> None:
+    lines = info_log(2000)
+    lines[500] = "ERROR: facade rejected the request\r"
+    lines[900] = "ERROR: decade rejected the request\r"
+    key = await store.store(as_text(lines), user_id=user_id, description="api", memory_type=CMD)
+
+    assert await _salient(store, key) == ["ERROR: facade rejected the request", "ERROR: decade rejected the request"]
 
 
 async def test_a_short_memory_has_no_salient_lines(store: MemoryStore, user_id: str) -> None:
@@ -169,8 +180,12 @@ async def test_reindex_renews_the_vector_of_a_long_output_made_by_the_older_reci
     await dense_store.store("added 212 packages in 4s", user_id=user_id, description="npm install", memory_type=CMD)
     assert dense_store.embeddings is not None
     await dense_store.embeddings.flush()
-    # as a version before schema 12 left them: every vector made by the head recipe
-    await dense_store.db.pool.execute("UPDATE agent_memory_embeddings SET recipe = 1")
+    # as a version before schema 12 left them: every vector of this user made by the head recipe
+    await dense_store.db.pool.execute(
+        """UPDATE agent_memory_embeddings e SET recipe = 1 FROM "User" u
+           WHERE u.id = e.user_id AND u.identifier = $1""",
+        user_id,
+    )
 
     assert await dense_store.count_unembedded(user_id=user_id) == 1  # the short memory's text did not change
     report = await dense_store.reindex(user_id=user_id)
@@ -178,3 +193,19 @@ async def test_reindex_renews_the_vector_of_a_long_output_made_by_the_older_reci
     assert report.embedded == 1 and await dense_store.count_unembedded(user_id=user_id) == 0
     hits = await dense_store.search("storage exhausted", user_id=user_id)
     assert hits and hits[0].memory_key == long_key
+
+
+async def test_an_output_whose_lines_take_too_long_is_embedded_from_its_head(
+    dense_store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(worker, "SALIENT_TIMEOUT_MS", 1)  # a million short lines take about a second
+    slow = await dense_store.store("\n" * 1_000_000 + "ERROR: boom\n", user_id=user_id, description="empty lines",
+                                   memory_type=CMD)  # fmt: skip
+    normal = await dense_store.store("ERROR: disk full", user_id=user_id, description="df", memory_type=CMD)
+    assert dense_store.embeddings is not None
+    with caplog.at_level(logging.INFO, logger="agent_memory.search._worker"):
+        await dense_store.embeddings.flush()
+
+    assert await dense_store.count_unembedded(user_id=user_id) == 0  # both embedded: the batch did not fail
+    assert any("took over 1 ms" in r.getMessage() for r in caplog.records)
+    assert {h.memory_key for h in await dense_store.search("empty lines df", user_id=user_id)} >= {slow, normal}

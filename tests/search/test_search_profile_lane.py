@@ -59,8 +59,11 @@ async def test_a_preference_without_a_shared_word_comes_back(dense_store: Memory
 
 async def test_another_users_closer_preference_never_comes_back(dense_store: MemoryStore, user_id: str) -> None:
     other = f"{user_id}-other"
-    foreign = await dense_store.store("deploy release ship production freeze", user_id=other,
-                                      description="deploy policy", memory_type="user_preference")  # fmt: skip
+    foreign = {
+        await dense_store.store(f"deploy release ship production freeze {n}", user_id=other,
+                                description="deploy policy", memory_type="user_preference")
+        for n in range(4)  # more than the lane's three: a lane that ignored the user would have only these
+    }  # fmt: skip
     await _notes_closer_than_the_preference(dense_store, user_id)
     own = await dense_store.store(PREFERENCE, user_id=user_id, description="deploy windows",
                                   memory_type="user_preference")  # fmt: skip
@@ -68,7 +71,7 @@ async def test_another_users_closer_preference_never_comes_back(dense_store: Mem
 
     keys = [h.memory_key for h in await dense_store.search(QUERY, user_id=user_id, limit=100)]
 
-    assert own in keys and foreign not in keys
+    assert own in keys and not foreign & set(keys)
 
 
 async def test_a_search_for_another_memory_type_gets_no_preference(dense_store: MemoryStore, user_id: str) -> None:
@@ -91,3 +94,15 @@ async def test_a_lane_hit_alone_ranks_below_an_exact_match(dense_store: MemorySt
     keys = [h.memory_key for h in await dense_store.search(QUERY, user_id=user_id)]
 
     assert keys[0] == exact and pref in keys
+
+
+async def test_a_retracted_preference_does_not_come_back(dense_store: MemoryStore, user_id: str) -> None:
+    await _notes_closer_than_the_preference(dense_store, user_id)
+    pref = await dense_store.store(PREFERENCE, user_id=user_id, description="deploy windows",
+                                   memory_type="user_preference")  # fmt: skip
+    await _flush(dense_store)
+    await dense_store.retract(pref, user_id=user_id, reason="no longer true")
+
+    keys = [h.memory_key for h in await dense_store.search(QUERY, user_id=user_id, limit=100)]
+
+    assert pref not in keys
