@@ -8,13 +8,10 @@ search it makes possible: a buried error found by meaning, with no word in commo
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 
 import pytest
-from support.embedding_stub import StubServer, stub_embedder
 
 from agent_memory import MemoryStore
-from agent_memory.config import Settings
 from agent_memory.search import _worker as worker
 from agent_memory.search import embedding_text
 from agent_memory.search._embedding_text import SALIENT_BUDGET, SALIENT_LINES_SQL, SCAN_CHARS
@@ -136,76 +133,68 @@ async def test_a_line_cut_at_the_start_of_the_tail_is_not_a_line_of_its_own(stor
 # ------------------------------------------------------------------ search by meaning finds a buried error
 
 
-@pytest.fixture
-async def dense_store(database_url: str, stub: StubServer) -> AsyncIterator[MemoryStore]:
-    s = await MemoryStore.open(database_url, settings=Settings(database_url=database_url), embedder=stub_embedder(stub))
-    if not await s.db.has_extension("vector"):
-        await s.close()
-        pytest.skip("this PostgreSQL server has no pgvector: vectors are not stored, search is lexical")
-    yield s
-    await s.close()
-
-
-async def test_a_buried_error_is_found_by_meaning_without_a_shared_word(dense_store: MemoryStore, user_id: str) -> None:
+async def test_a_buried_error_is_found_by_meaning_without_a_shared_word(
+    vector_store: MemoryStore, user_id: str
+) -> None:
     # The stand-in model puts "storage exhausted" near "space ... left"; no word of the question is in any log.
     def log(error: str, head: str) -> str:
         lines = [head, *info_log(2500)]
         lines[2100] = error
         return as_text(lines)
 
-    gold = await dense_store.store(
+    gold = await vector_store.store(
         log("write failed: No space left on device", "$ ./backup.sh --target /srv"),
         user_id=user_id, description="backup run", memory_type=CMD,
     )  # fmt: skip
     for n in range(3):  # other logs: a disk check in their first line, another failure deep inside
-        await dense_store.store(
+        await vector_store.store(
             log(f"ERROR: connection refused by 10.0.{n}.1", "$ df -h && ./sync.sh  # disk space check first"),
             user_id=user_id, description=f"sync run {n}", memory_type=CMD,
         )  # fmt: skip
-    assert dense_store.embeddings is not None
-    await dense_store.embeddings.flush()
+    assert vector_store.embeddings is not None
+    await vector_store.embeddings.flush()
 
-    hits = await dense_store.search("storage exhausted", user_id=user_id)
+    hits = await vector_store.search("storage exhausted", user_id=user_id)
 
     assert hits and hits[0].memory_key == gold
     assert hits[0].why is not None and set(hits[0].why) == {"dense"}
 
 
 async def test_reindex_renews_the_vector_of_a_long_output_made_by_the_older_recipe(
-    dense_store: MemoryStore, user_id: str
+    vector_store: MemoryStore, user_id: str
 ) -> None:
     lines = info_log(2500)
     lines[2100] = "write failed: No space left on device"
-    long_key = await dense_store.store(as_text(lines), user_id=user_id, description="backup run", memory_type=CMD)
-    await dense_store.store("added 212 packages in 4s", user_id=user_id, description="npm install", memory_type=CMD)
-    assert dense_store.embeddings is not None
-    await dense_store.embeddings.flush()
+    long_key = await vector_store.store(as_text(lines), user_id=user_id, description="backup run", memory_type=CMD)
+    await vector_store.store("added 212 packages in 4s", user_id=user_id, description="npm install", memory_type=CMD)
+    assert vector_store.embeddings is not None
+    await vector_store.embeddings.flush()
     # as a version before schema 12 left them: every vector of this user made by the head recipe
-    await dense_store.db.pool.execute(
+    await vector_store.db.pool.execute(
         """UPDATE agent_memory_embeddings e SET recipe = 1 FROM "User" u
            WHERE u.id = e.user_id AND u.identifier = $1""",
         user_id,
     )
 
-    assert await dense_store.count_unembedded(user_id=user_id) == 1  # the short memory's text did not change
-    report = await dense_store.reindex(user_id=user_id)
+    assert await vector_store.count_unembedded(user_id=user_id) == 1  # the short memory's text did not change
+    report = await vector_store.reindex(user_id=user_id)
 
-    assert report.embedded == 1 and await dense_store.count_unembedded(user_id=user_id) == 0
-    hits = await dense_store.search("storage exhausted", user_id=user_id)
+    assert report.embedded == 1 and await vector_store.count_unembedded(user_id=user_id) == 0
+    hits = await vector_store.search("storage exhausted", user_id=user_id)
     assert hits and hits[0].memory_key == long_key
 
 
 async def test_an_output_whose_lines_take_too_long_is_embedded_from_its_head(
-    dense_store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    vector_store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(worker, "SALIENT_TIMEOUT_MS", 1)  # a million short lines take about a second
-    slow = await dense_store.store("\n" * 1_000_000 + "ERROR: boom\n", user_id=user_id, description="empty lines",
-                                   memory_type=CMD)  # fmt: skip
-    normal = await dense_store.store("ERROR: disk full", user_id=user_id, description="df", memory_type=CMD)
-    assert dense_store.embeddings is not None
+    slow = await vector_store.store("\n" * 1_000_000 + "ERROR: boom\n", user_id=user_id, description="empty lines",
+                                    memory_type=CMD)  # fmt: skip
+    normal = await vector_store.store("ERROR: disk full", user_id=user_id, description="df", memory_type=CMD)
+    assert vector_store.embeddings is not None
     with caplog.at_level(logging.INFO, logger="agent_memory.search._worker"):
-        await dense_store.embeddings.flush()
+        await vector_store.embeddings.flush()
 
-    assert await dense_store.count_unembedded(user_id=user_id) == 0  # both embedded: the batch did not fail
+    assert await vector_store.count_unembedded(user_id=user_id) == 0  # both embedded: the batch did not fail
     assert any("took over 1 ms" in r.getMessage() for r in caplog.records)
-    assert {h.memory_key for h in await dense_store.search("empty lines df", user_id=user_id)} >= {slow, normal}
+    assert {h.memory_key for h in await vector_store.search("empty lines df", user_id=user_id)} >= {slow, normal}

@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -33,22 +32,6 @@ from agent_memory.search import (
 )
 from agent_memory.search._embedders import cpu_has_bf16
 from agent_memory.store import find_user_pk
-
-
-@pytest.fixture
-async def needs_pgvector(store: MemoryStore) -> None:
-    """Skip tests about stored vectors on servers without pgvector (e.g. Debian's PostgreSQL 15); the lexical
-    fallback on such servers is covered by the tests that do not use this fixture."""
-    if not await store.db.has_extension("vector"):
-        pytest.skip("this PostgreSQL server has no pgvector: vectors are not stored, search is lexical")
-
-
-@pytest.fixture
-async def dense_store(database_url: str, stub: StubServer) -> AsyncIterator[MemoryStore]:
-    s = await MemoryStore.open(database_url, settings=Settings(database_url=database_url), embedder=stub_embedder(stub))
-    yield s
-    await s.close()
-
 
 DF_FULL = "$ df -h\n/dev/sda1  98G  98G  0 100% /\nwrite failed: No space left on device\n"
 NPM_FAIL = "$ npm install\nnpm ERR! code ERESOLVE\nnpm ERR! unable to resolve dependency tree\n"
