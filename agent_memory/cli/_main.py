@@ -32,6 +32,7 @@ from typing import Any
 from ..config import get_settings
 from ..errors import DatabaseUnavailable, MemoryNotFound
 from ..models import MemoryItem
+from ..search import EmbeddingError
 from ..store import MemoryStore
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_DB = 0, 1, 2, 3
@@ -315,7 +316,9 @@ async def cmd_forget_user(args: argparse.Namespace, cli: Cli) -> int:
 async def cmd_db_status(args: argparse.Namespace, cli: Cli) -> int:
     from ..agents import isolation_report  # the agents (AutoGen) load only for this command
 
-    status = await (await cli.store()).db.status()
+    store = await cli.store()
+    status = await store.db.status()
+    status["vectors"] = await _vector_status(store)
     isolation = await asyncio.to_thread(isolation_report)
     status["isolation"] = {"available": isolation.available, "mode": isolation.mode, "detail": isolation.detail}
     if status["pgvector"]:
@@ -334,12 +337,38 @@ async def cmd_db_status(args: argparse.Namespace, cli: Cli) -> int:
             + (f"partitioned by user in {status['partitions']}" if status["partitions"] else "one table"),
             f"users:          {status['users']}",
             f"memories:       {status['memories']} ({status['stored_tokens']} tokens stored)",
+            f"vectors:        {_vector_line(status['vectors'])}",
             "code isolation: "
             + (f"bubblewrap, {isolation.mode}" if isolation.available else f"NOT AVAILABLE: {isolation.detail}"),
         ]
     )
     cli.emit(status, text)
     return EXIT_OK
+
+
+async def _vector_status(store: MemoryStore) -> dict[str, Any]:
+    """The configured embedder's vector space and how many active memories lack a current vector in it."""
+    service = store.embeddings
+    if service is None:
+        return {"embedder": None, "missing": None, "error": None}
+    name = service.embedder.model_name
+    if not service.available:
+        return {"embedder": name, "missing": None, "error": "the database has no pgvector extension"}
+    try:
+        missing = await store.count_unembedded()
+    except EmbeddingError as exc:  # e.g. an embedding endpoint that is down cannot name its dimension
+        return {"embedder": name, "missing": None, "error": str(exc)}
+    return {"embedder": service.embedder.model_id, "missing": missing, "error": None}
+
+
+def _vector_line(vectors: dict[str, Any]) -> str:
+    if vectors["embedder"] is None:
+        return "none: no embedder is configured (AGENT_MEMORY_EMBEDDER), search is lexical"
+    if vectors["error"] is not None:
+        return f"unknown for {vectors['embedder']}: {vectors['error']}"
+    if vectors["missing"] == 0:
+        return f"every memory has one ({vectors['embedder']})"
+    return f"{vectors['missing']} memories lack one of {vectors['embedder']}: `agent-memory reindex` builds them"
 
 
 # ---------------------------------------------------------------------------------------------- parser

@@ -340,3 +340,27 @@ async def test_the_faster_default_gives_the_same_vectors_as_full_precision() -> 
     finally:
         await fast.close()
         await full.close()
+
+
+@pytest.mark.usefixtures("needs_pgvector")
+async def test_db_status_counts_the_memories_that_lack_a_vector(
+    store: MemoryStore, stub: StubServer, user_id: str
+) -> None:
+    for i in range(3):
+        await store.store(f"deploy log {i}", user_id=user_id, description=f"deploy {i}")
+    env = {**os.environ, "AGENT_MEMORY_EMBEDDER": "openai", "AGENT_MEMORY_EMBEDDING_URL": stub.url,
+           "AGENT_MEMORY_EMBEDDING_MODEL": "stub-embed", "OPENAI_API_KEY": "test"}  # fmt: skip
+    before = json.loads((await asyncio.to_thread(_cli, "db", "status", "--json", env=env)).stdout)["vectors"]
+    assert before["embedder"] == "stub-embed@64" and before["missing"] >= 3
+    assert (await asyncio.to_thread(_cli, "reindex", "--user", user_id, env=env)).returncode == 0
+    after = await asyncio.to_thread(_cli, "db", "status", env=env)
+    missing = before["missing"] - 3
+    expected = (
+        "every memory has one (stub-embed@64)" if missing == 0 else f"{missing} memories lack one of stub-embed@64"
+    )
+    assert f"vectors:        {expected}" in after.stdout
+
+
+async def test_db_status_without_an_embedder_says_search_is_lexical(database_url: str) -> None:
+    proc = await asyncio.to_thread(_cli, "db", "status", "--json", env={**os.environ, "AGENT_MEMORY_EMBEDDER": "none"})
+    assert json.loads(proc.stdout)["vectors"] == {"embedder": None, "missing": None, "error": None}
