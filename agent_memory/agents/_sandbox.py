@@ -5,7 +5,8 @@ UTS, mount and network namespaces made by `bubblewrap <https://github.com/contai
 Flatpak and Anthropic's sandbox runtime use): system directories and the interpreter read-only, the thread's
 work directory the only writable place, a private size-limited ``/tmp``, a ``/proc`` that shows only the run's
 own processes, no network (``network="host"`` opts in), an environment built from an allowlist, resource limits
-(CPU time, memory, processes, file size), and nothing that outlives the run: when the run ends, times out or is
+(CPU time, memory, processes, file size), a seccomp filter that refuses kernel keyrings, new namespaces and
+mounts (:mod:`._seccomp`), and nothing that outlives the run: when the run ends, times out or is
 stopped, its PID namespace dies and every process in it with it.
 
 Identities: as root, each chat user's code runs under its own unprivileged uid (:func:`sandbox_uid`: derived
@@ -43,6 +44,8 @@ from typing import Literal
 
 from autogen_ext.code_executors._common import lang_to_cmd
 from pydantic import BaseModel, ConfigDict, Field
+
+from ._seccomp import SeccompUnavailable, seccomp_filter_fd
 
 # Names passed from the server's environment to code, whatever the policy says (values never secret).
 BASE_ENV = ("LANG", "LC_ALL", "TERM", "TZ")
@@ -132,15 +135,29 @@ def isolation_report(policy: SandboxPolicy | None = None) -> IsolationReport:
     except SandboxUnavailable as exc:
         return IsolationReport(False, "unavailable", str(exc))
     mode = "per-user uid (root)" if os.geteuid() == 0 else "mount namespace (this OS user)"
-    argv = [bwrap, *_namespace_args(policy), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"]
     try:
-        result = subprocess.run(argv, capture_output=True, timeout=30, check=False)
+        filter_fd = _filter_fd()
+    except SandboxUnavailable as exc:
+        return IsolationReport(False, "unavailable", str(exc), bwrap)
+    argv = [bwrap, *_namespace_args(policy), "--seccomp", str(filter_fd)]
+    argv += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"]
+    try:
+        result = subprocess.run(argv, capture_output=True, timeout=30, check=False, pass_fds=(filter_fd,))
     except (OSError, subprocess.SubprocessError) as exc:
         return IsolationReport(False, "unavailable", f"bubblewrap failed to start: {exc}; {INSTALL_HINT}", bwrap)
+    finally:
+        os.close(filter_fd)
     if result.returncode != 0:
         why = result.stderr.decode(errors="replace").strip()[-300:]
         return IsolationReport(False, "unavailable", f"bubblewrap cannot create namespaces: {why}; {INSTALL_HINT}")
     return IsolationReport(True, mode, f"bubblewrap {bwrap}: namespaces work", bwrap)
+
+
+def _filter_fd() -> int:
+    try:
+        return seccomp_filter_fd()
+    except SeccompUnavailable as exc:
+        raise SandboxUnavailable(f"{exc}, so code was not run") from exc
 
 
 def _namespace_args(policy: SandboxPolicy) -> list[str]:
@@ -327,13 +344,14 @@ def sandboxed_command(
     ``uid``: the identity to switch to inside (root only), else None to stay this user.
     """
     bwrap = find_bwrap(policy)
+    filter_fd = _filter_fd()
     code_fd = os.memfd_create("agent-memory-block", os.MFD_CLOEXEC)
     os.write(code_fd, code)
     os.lseek(code_fd, 0, os.SEEK_SET)
     code_path = f"{CODE_DIR}/{code_name}"
     argv = ["prlimit", *limit_args(policy, 0 if uid is not None else tasks_of_uid(os.getuid())), "--", bwrap]
     argv += _namespace_args(policy)
-    argv += ["--clearenv"]
+    argv += ["--seccomp", str(filter_fd), "--clearenv"]
     for name, value in env.items():
         argv += ["--setenv", name, value]
     made: set[str] = set()
@@ -356,4 +374,4 @@ def sandboxed_command(
             "--",
         ]
     argv += [part.replace("{code}", code_path) for part in program]
-    return SandboxedCommand(argv, pass_fds=(work_dir_fd, code_fd), close_after_start=[code_fd])
+    return SandboxedCommand(argv, pass_fds=(work_dir_fd, code_fd, filter_fd), close_after_start=[code_fd, filter_fd])

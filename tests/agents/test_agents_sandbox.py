@@ -24,6 +24,7 @@ from support.processes import marker_seconds, processes_with
 from agent_memory.agents import LocalProcessGroupExecutor, SandboxPolicy, SkillsAgentBuilder, isolation_report
 from agent_memory.agents._executor import SANDBOX_UNAVAILABLE_EXIT_CODE
 from agent_memory.agents._sandbox import sandbox_uid
+from agent_memory.agents._seccomp import SECCOMP_HINT, SeccompUnavailable
 from agent_memory.agents._skills_hook import skills_of
 from agent_memory.skills import ProceduralMemorySettings
 
@@ -264,6 +265,37 @@ async def test_the_private_tmp_is_size_limited(home: Path) -> None:
     assert code != 0 and "No space left" in out
 
 
+async def test_space_reserved_past_a_files_end_does_not_escape_the_file_size_limit(home: Path) -> None:
+    # fallocate --keep-size reserves disk blocks without growing the file, so RLIMIT_FSIZE never sees them.
+    _code, out = await run(executor_for(home, "mallory", max_file_mb=1), "touch f; fallocate -n -l 50M f; du -k f")
+    assert int(out.split()[-2]) < 1024
+
+
+# ---------------------------------------------------------------- kernel objects outside the namespaces
+
+_ADD_KEY = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+KEY_SPEC_USER_KEYRING, SYS_add_key = -4, 248
+got = libc.syscall(SYS_add_key, b"user", b"canary", b"secret", 6, KEY_SPEC_USER_KEYRING)
+print("added" if got >= 0 else "refused", os.strerror(ctypes.get_errno()))
+"""
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the test calls add_key by its x86-64 number")
+async def test_kernel_keyrings_are_refused(home: Path) -> None:
+    # A keyring is not in any namespace: the server's session keyring would be shared by every run, and a uid's
+    # user keyring outlives the run (and the user, whose uid a new account of the same name gets again).
+    _code, out = await run(executor_for(home, "mallory"), _ADD_KEY, "python")
+    assert out.startswith("refused Operation not permitted"), out
+
+
+async def test_code_cannot_make_namespaces_of_its_own(home: Path) -> None:
+    # Inside a new user namespace code would hold every capability over it (e.g. mount a tmpfs without limit).
+    _code, out = await run(executor_for(home, "mallory"), "unshare -U -r id -u; unshare -m true; echo end")
+    assert out.count("Operation not permitted") == 2 and "\n0\n" not in f"\n{out}", out
+
+
 # ---------------------------------------------------------------- fails closed
 
 
@@ -275,6 +307,22 @@ async def test_without_bubblewrap_nothing_runs_and_the_error_says_what_to_instal
     assert code == SANDBOX_UNAVAILABLE_EXIT_CODE
     assert "apt-get install bubblewrap" in out
     assert not (home / "work" / "alice" / "t1" / "ran.txt").exists()
+
+
+async def test_without_libseccomp_nothing_runs_and_the_error_says_what_to_install(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def missing() -> None:
+        raise SeccompUnavailable("the seccomp filter cannot be built (Unable to find libseccomp): " + SECCOMP_HINT)
+
+    monkeypatch.setattr("agent_memory.agents._seccomp._library", missing)
+
+    code, out = await run(executor_for(home, "alice"), "touch ran.txt")
+
+    assert code == SANDBOX_UNAVAILABLE_EXIT_CODE
+    assert "apt-get install libseccomp2" in out and "not run" in out
+    assert not (home / "work" / "alice" / "t1" / "ran.txt").exists()
+    assert not isolation_report().available
 
 
 async def test_isolation_none_is_explicit_and_reported() -> None:
