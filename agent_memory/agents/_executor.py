@@ -46,12 +46,7 @@ from autogen_agentchat.base import Response
 from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, CodeExecutionEvent, TextMessage
 from autogen_core import CancellationToken, Component
 from autogen_core.code_executor import CodeBlock, CodeExecutor, CodeResult
-from autogen_ext.code_executors._common import (
-    PYTHON_VARIANTS,
-    CommandLineCodeResult,
-    get_file_name_from_content,
-    silence_pip,
-)
+from autogen_ext.code_executors._common import PYTHON_VARIANTS, CommandLineCodeResult, silence_pip
 from autogen_ext.code_executors.local import LocalCommandLineCodeExecutor
 from pydantic import BaseModel
 
@@ -66,6 +61,7 @@ from ._sandbox import (
     SandboxedCommand,
     SandboxPolicy,
     SandboxUnavailable,
+    block_file_name,
     block_program,
     limit_args,
     prepare_work_dir,
@@ -265,7 +261,7 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
                     chunks.append(f"unknown language {lang}\n".encode())
                     break
                 try:
-                    filename = get_file_name_from_content(code, self.work_dir)
+                    filename = block_file_name(code, self.work_dir)
                 except ValueError:
                     exit_code = 1
                     chunks.append(b"Filename is not in the workspace\n")

@@ -39,7 +39,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from autogen_ext.code_executors._common import lang_to_cmd
@@ -310,6 +310,29 @@ def tasks_of_uid(uid: int) -> int:
         except OSError:
             continue
     return count
+
+
+def block_file_name(code: str, work_dir: Path) -> str | None:
+    """The ``# filename: NAME`` a block's first line asks for, relative to ``work_dir``; None without one.
+
+    Judged by its text alone (no ``..``; an absolute name must lie under ``work_dir``): the server never resolves
+    a path in which the user's code could have planted links; the sandboxed code writes the file itself.
+    Raises ``ValueError`` for a name outside the work directory.
+
+    Example:
+        >>> block_file_name("# filename: src/app.py\\nprint(1)", Path("/w/t1"))
+        'src/app.py'
+    """
+    first_line = code.split("\n", 1)[0]
+    if not first_line.startswith("# filename:"):
+        return None
+    name = first_line.split(":")[1].strip()  # AutoGen's reading of the line
+    path = PurePosixPath(name)
+    if path.is_absolute():
+        path = path.relative_to(work_dir)  # ValueError when it is elsewhere
+    if not path.parts or ".." in path.parts or "\x00" in name:
+        raise ValueError(f"file name {name!r} is not in the workspace")
+    return str(path)
 
 
 def block_program(lang: str, filename: str | None) -> list[str]:

@@ -16,7 +16,7 @@ import hashlib
 import json
 import os
 import re
-import shutil
+import subprocess
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -47,8 +47,9 @@ class RemovedFiles(BaseModel):
 def forget_user_files(home: Path, user_id: str) -> RemovedFiles:
     """Remove the user's work and skill directories and release their sandbox uid.
 
-    ``shutil.rmtree`` works through directory descriptors here (it resists symlink attacks), so links the
-    user's code planted are removed, never followed.
+    The tree is the user's code's own making, so it is walked by coreutils' ``find`` and ``rm`` (iterative, by
+    directory descriptor): links it holds are removed, never followed, and a tree nested thousands deep (past
+    Python's recursion limit and PATH_MAX) goes like any other. Raises ``OSError`` when something stays.
     """
     receipt = RemovedFiles()
     root = user_work_root(home, user_id)
@@ -56,17 +57,20 @@ def forget_user_files(home: Path, user_id: str) -> RemovedFiles:
         root.unlink()
         receipt.directories.append(str(root))
     elif root.is_dir():
-        for dirpath, _dirs, files in os.walk(root):
-            for name in files:
-                try:
-                    receipt.bytes += os.lstat(os.path.join(dirpath, name)).st_size
-                except OSError:
-                    continue
-                receipt.files += 1
-        shutil.rmtree(root)
+        sizes = _run(["find", "-P", str(root), "-xdev", "!", "-type", "d", "-printf", "%s\\n"])
+        receipt.files = len(sizes.split())
+        receipt.bytes = sum(int(size) for size in sizes.split())
+        _run(["rm", "-rf", "--one-file-system", "--", str(root)])
         receipt.directories.append(str(root))
     receipt.released_uid = _release_uid(home, user_id)
     return receipt
+
+
+def _run(argv: list[str]) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise OSError(f"{argv[0]} failed on a user's work directory: {done.stderr.strip()[-500:]}")
+    return done.stdout
 
 
 def _release_uid(home: Path, owner: str) -> int | None:

@@ -21,7 +21,14 @@ from autogen_core.code_executor import CodeBlock
 from support.databases import open_store
 from support.processes import marker_seconds, processes_with
 
-from agent_memory.agents import LocalProcessGroupExecutor, SandboxPolicy, SkillsAgentBuilder, isolation_report
+from agent_memory.agents import (
+    LocalProcessGroupExecutor,
+    SandboxPolicy,
+    SkillsAgentBuilder,
+    forget_user_files,
+    isolation_report,
+    user_work_root,
+)
 from agent_memory.agents._executor import SANDBOX_UNAVAILABLE_EXIT_CODE
 from agent_memory.agents._sandbox import sandbox_uid
 from agent_memory.agents._seccomp import SECCOMP_HINT, SeccompUnavailable
@@ -170,6 +177,23 @@ async def test_symlinks_planted_at_every_name_the_executor_used_are_not_followed
     assert info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) == 0o600
 
 
+async def test_a_file_name_is_judged_by_its_text_not_through_links_the_code_planted(home: Path) -> None:
+    executor = executor_for(home, "mallory")
+    work = home / "work" / "mallory" / "t1"
+    await run(executor, "ln -s /root hostroot")
+    # Resolved on the server, hostroot/.. is / and the name lands back inside the work directory.
+    code, out = await run(executor, f"# filename: hostroot/../{str(work).lstrip('/')}/ok.py\nprint('ran')", "python")
+    assert (code, out) == (1, "Filename is not in the workspace\n")
+
+
+async def test_a_symlink_loop_at_the_file_name_fails_the_block_not_the_executor(home: Path) -> None:
+    executor = executor_for(home, "mallory")
+    await run(executor, "ln -s loop loop")
+    code, out = await run(executor, "# filename: loop/x.py\nprint('ran')", "python")
+    assert code != 0 and "ran" not in out
+    assert await run(executor, "echo still-working") == (0, "still-working\n")
+
+
 async def test_a_work_directory_replaced_by_a_symlink_is_refused_not_followed(home: Path, victim: Path) -> None:
     thread_dir = home / "work" / "alice" / "t1"
     thread_dir.parent.mkdir(parents=True)
@@ -185,6 +209,28 @@ async def test_a_work_directory_replaced_by_a_symlink_is_refused_not_followed(ho
 
 
 # ---------------------------------------------------------------- nothing outlives the run
+
+
+def test_forget_user_removes_a_tree_nested_past_the_recursion_limit_without_following_links(
+    home: Path, victim: Path
+) -> None:
+    root = user_work_root(home, "dave")
+    (root / "t1").mkdir(parents=True)
+    fd = os.open(root / "t1", os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(3000):  # 6,000 characters of path: past PATH_MAX and Python's recursion limit
+        os.mkdir("d", dir_fd=fd)
+        fd, parent = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd), fd
+        os.close(parent)
+    with open(os.open("notes.txt", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd), "w") as bottom:
+        bottom.write("12345")
+    os.symlink(victim.parent, "escape", dir_fd=fd)
+    os.close(fd)
+
+    receipt = forget_user_files(home, "dave")
+
+    assert not root.exists()
+    assert (receipt.files, receipt.bytes) == (2, 5 + len(str(victim.parent)))
+    assert victim.read_text() == "original\n"
 
 
 async def test_background_processes_end_with_the_run(home: Path) -> None:
