@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 MAX_ID_CHARS = 255
@@ -98,29 +99,47 @@ def check_metadata(value: object) -> dict[str, Any]:
         return {}
     if not isinstance(value, dict):
         raise ValueError(f"metadata must be a JSON object (dict), got {type(value).__name__}")
+    strings, numbers = _leaves(value)  # before json.dumps, which recurses and would overflow Python's stack
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"metadata is not JSON-serialisable: {exc}") from exc
-    for text in _strings(value):
+    for text in strings:
         bad = _first_bad_char(text)
         if bad:
             raise ValueError(f"metadata contains {bad}; PostgreSQL JSONB cannot store it exactly")
+    for number in numbers:
+        negative_zero = number == 0 and math.copysign(1.0, number) < 0
+        if negative_zero or (number.is_integer() and "e" in repr(number)):
+            raise ValueError(
+                f"metadata number {number!r} would come back altered (JSONB keeps a number's value, not its float "
+                f"type: {number!r} returns as {int(number)!r}); store it as a string"
+            )
     return value
 
 
-def _strings(value: object) -> list[str]:
-    out: list[str] = []
-    if isinstance(value, str):
-        out.append(value)
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            out.extend(_strings(k))
-            out.extend(_strings(v))
-    elif isinstance(value, list | tuple):
-        for v in value:
-            out.extend(_strings(v))
-    return out
+MAX_METADATA_DEPTH = 64
+
+
+def _leaves(value: object) -> tuple[list[str], list[float]]:
+    """The strings (keys too) and floats of a metadata value, walked without recursion, at most 64 levels deep."""
+    strings: list[str] = []
+    numbers: list[float] = []
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_METADATA_DEPTH:
+            raise ValueError(f"metadata is nested more than {MAX_METADATA_DEPTH} levels deep")
+        if isinstance(item, str):
+            strings.append(item)
+        elif isinstance(item, float):
+            numbers.append(item)
+        elif isinstance(item, dict):
+            for k, v in item.items():
+                stack += [(k, depth), (v, depth + 1)]
+        elif isinstance(item, list | tuple):
+            stack += [(v, depth + 1) for v in item]
+    return strings, numbers
 
 
 def check_limit(value: object, name: str = "limit", maximum: int = 1000) -> int:

@@ -72,6 +72,10 @@ from ._worker import EmbeddingService, sql_literal, vector_literal
 
 DF_CAP = 1000  # document frequencies are counted up to this; a word that common is not used to find candidates
 N_CAP = 50_000  # ... and the user's memories up to this
+# Lexical ranking reads a query's first words and at most this many distinct words of them: each word costs scans
+# of the user's memories and chunks, and a pasted 600-word log line took ~5 s (the dense ranker reads it all).
+MAX_QUERY_WORDS = 32
+MAX_QUERY_LEXEMES = 64
 HNSW_EF_SEARCH = 40  # pgvector default; iterative scan still fills the candidate list
 DEFAULT_MIN_SCORE = 0.15
 # The profile lane: the user's preferences and facts closest to the query join the candidates even when
@@ -129,7 +133,8 @@ q0 AS (
     -- partitioned table has none until its parent is analyzed.
     SELECT lq, d.df, d.df > 0 OR EXISTS (SELECT 1 FROM agent_memory_chunks c
                                          WHERE c.user_id = $1 AND c.search_vector @@ lq) AS present
-    FROM unnest(tsvector_to_array(to_tsvector('english', agent_memory_words($2)))) l
+    FROM (SELECT x AS l FROM unnest(tsvector_to_array(to_tsvector('english', agent_memory_words($2)))) x
+          LIMIT {MAX_QUERY_LEXEMES}) w
     CROSS JOIN LATERAL (SELECT to_tsquery('simple', quote_literal(l)
                         || CASE WHEN l ~ '[0-9]' AND length(l) >= 5 THEN ':*' ELSE '' END) AS lq) t
     CROSS JOIN LATERAL (SELECT count(*) AS df FROM (SELECT 1 FROM agent_memories m
@@ -377,10 +382,11 @@ async def hybrid_search(
     opts = options or SearchOptions()
     wanted = [r for r in ALL_RANKERS if r in opts.rankers]
     lexical = [r for r in wanted if r != "dense"]
+    words = " ".join(query.split()[:MAX_QUERY_WORDS])  # what the lexical rankers read
     base_args: list[Any] = [
-        user_pk, query, opts.candidates, memory_type, " ".join(negated_words(query)), websearch_text(query)
+        user_pk, words, opts.candidates, memory_type, " ".join(negated_words(words)), websearch_text(words)
     ]  # fmt: skip
-    if len(lexical) > 1 and not wants_trigram(query):
+    if len(lexical) > 1 and not wants_trigram(words):
         lexical = [r for r in lexical if r != "trigram"]  # long or digit-bearing queries: it does not earn its cost
     if "dense" not in wanted or embeddings is None or not embeddings.available:
         if not lexical:
@@ -444,6 +450,9 @@ def wants_trigram(query: str) -> bool:
 
 _NEGATION_RE = re.compile(r'"[^"]*"|(?:^|\s)-([A-Za-z][\w.\-]{3,})')
 _FLAG_RE = re.compile(r"(^|\s)(?:--|-(?=\w[\w\-]{0,2}(?:\s|$)))")
+# A dash before no word negates nothing, and PostgreSQL's parser fails on a few dozen of them ("tsquery stack too
+# small"): a log separator line (-----) in a pasted query must not break the search.
+_LOOSE_DASHES_RE = re.compile(r"-{2,}|-(?=[^\w]|$)")
 
 
 def negated_words(query: str) -> list[str]:
@@ -453,7 +462,7 @@ def negated_words(query: str) -> list[str]:
 
 def websearch_text(query: str) -> str:
     """The query for ``websearch_to_tsquery`` with short command flags kept as words (``df -h`` -> ``df h``)."""
-    return _FLAG_RE.sub(r"\1", query)
+    return _LOOSE_DASHES_RE.sub(" ", _FLAG_RE.sub(r"\1", query))
 
 
 async def _no_rows() -> list[dict[str, Any]]:

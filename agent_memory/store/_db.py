@@ -61,6 +61,23 @@ def schema_sql() -> str:
     return schema_path().read_text(encoding="utf-8")
 
 
+def schema_version_of(sql: str) -> int:
+    """The version a schema script brings a database to (its last ``SET version = N``)."""
+    return max(int(n) for n in re.findall(r"SET version = (\d+)", sql))
+
+
+_SCHEMA_ATTEMPTS = 3
+# Current: the version is reached, and each optional extension the script enables when it can (pgvector unless
+# the session turns it off, btree_gin) is installed or cannot be.
+_SCHEMA_CURRENT_SQL = """
+SELECT s.version >= $1
+   AND (coalesce(nullif(current_setting('agent_memory.pgvector', true), ''), 'on') = 'off'
+        OR NOT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector' AND installed_version IS NULL))
+   AND NOT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'btree_gin' AND installed_version IS NULL)
+FROM agent_memory_schema s
+"""
+
+
 _PASSWORD_PARAM = re.compile(r"(^|&)((?:ssl)?password)=[^&]*", re.IGNORECASE)
 
 
@@ -355,18 +372,40 @@ class Database:
         ``partitions`` > 0 hash-partitions ``agent_memories`` by user when the database has no schema yet.
         """
         sql = schema_sql()
-        async with self.pool.acquire() as conn, conn.transaction():
-            # an upgrade may rebuild indexes on big tables: no statement timeout for it
-            await conn.execute("SET LOCAL statement_timeout = 0")
-            await conn.execute("SELECT set_config('agent_memory.partitions', $1, true)", str(partitions))
-            await conn.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK_ID, timeout=_SCHEMA_TIMEOUT)
+        if await self._schema_is_current(schema_version_of(sql)):
+            # Re-applying would take table locks (ALTER TABLE ... IF NOT EXISTS locks even when it changes
+            # nothing) and deadlock with live writes of other processes, at every start of a CLI command.
+            return
+        for attempt in range(1, _SCHEMA_ATTEMPTS + 1):
             try:
-                await conn.execute(sql, timeout=_SCHEMA_TIMEOUT)
+                await self._apply_schema_sql(sql, partitions)
+                return
+            except asyncpg.DeadlockDetectedError as exc:  # live writes took locks in another order: try again
+                if attempt == _SCHEMA_ATTEMPTS:
+                    raise DatabaseUnavailable(
+                        f"could not apply the agent-memory schema to {self.display_url}: {exc} ({attempt} "
+                        "attempts). Start it again when fewer writes are running."
+                    ) from exc
             except asyncpg.PostgresError as exc:
                 raise DatabaseUnavailable(
                     f"could not apply the agent-memory schema to {self.display_url}: {exc}. The database user "
                     "needs CREATE rights and the pg_trgm extension must be installable (postgresql-contrib)."
                 ) from exc
+
+    async def _apply_schema_sql(self, sql: str, partitions: int) -> None:
+        async with self.pool.acquire() as conn, conn.transaction():
+            # an upgrade may rebuild indexes on big tables: no statement timeout for it
+            await conn.execute("SET LOCAL statement_timeout = 0")
+            await conn.execute("SELECT set_config('agent_memory.partitions', $1, true)", str(partitions))
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK_ID, timeout=_SCHEMA_TIMEOUT)
+            await conn.execute(sql, timeout=_SCHEMA_TIMEOUT)
+
+    async def _schema_is_current(self, version: int) -> bool:
+        """The schema is at ``version`` and no optional extension it would enable has become available since."""
+        try:
+            return bool(await self.pool.fetchval(_SCHEMA_CURRENT_SQL, version))
+        except asyncpg.UndefinedTableError:
+            return False  # a new database
 
     async def schema_version(self) -> int:
         value = await self.pool.fetchval("SELECT version FROM agent_memory_schema")

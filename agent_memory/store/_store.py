@@ -59,9 +59,11 @@ from ._export import export_lines, import_records, parse_export
 from ._lifecycle import MemoryLifecycle, check_surface, derive_subject, expiry_for, record, settle_subject
 from ._rows import decode_content, encode_content, item_from_row, new_key
 from ._scoping import ENSURE_USER_CTES, ENSURED_USER_PK, find_user_pk, owned_by
+from ._slots import PerUserSlots
 from ._transforms import ContentView, apply_transforms, check_view, grep_off_loop
 
 _TOKEN_COUNT_IN_THREAD_CHARS = 200_000  # count big contents off the event loop
+SEARCH_SLOTS_PER_USER = 2  # concurrent searches of one user in one process (a pool has 10 connections)
 
 # Every statement below takes the user's identifier as $1 and reaches the user's rows through the scoping module
 # (owned_by; the insert creates the user on first use in the same round trip and returns the user's id for the
@@ -165,6 +167,9 @@ class MemoryStore(MemoryLifecycle):
         self._owns_db = owns_db
         # Dense retrieval (agent_memory.search); None: lexical search only (the default).
         self.embeddings: EmbeddingService | None = None
+        # A user's parallel searches beyond these wait for that user's earlier ones: a flood of costly queries
+        # holds at most this many pooled connections, never all of them.
+        self.search_slots = PerUserSlots(SEARCH_SLOTS_PER_USER)
 
     @classmethod
     async def open(
@@ -326,7 +331,7 @@ class MemoryStore(MemoryLifecycle):
             min_score=self.settings.search_min_score if min_score is None else float(min_score), mmr=mmr
         )
         # The user is resolved on the connection the lexical ranking then uses: no extra pool checkout.
-        async with self.db.pool.acquire() as conn:
+        async with self.search_slots.hold(user_id), self.db.pool.acquire() as conn:
             owner = await find_user_pk(conn, user_id)
             if owner is None:
                 return []  # no such user: nothing to rank

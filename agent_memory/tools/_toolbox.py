@@ -190,10 +190,13 @@ def parse_since(since: str | datetime | None, *, now: datetime | None = None) ->
     if not isinstance(since, str):
         raise MemoryToolError(f"since must be a string or a datetime, got {type(since).__name__}")
     text = since.strip()
-    match = re.fullmatch(r"(\d+)\s*([smhdw])", text)
+    match = re.fullmatch(r"(\d{1,12})\s*([smhdw])", text)
     if match:
         unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[match[2]]
-        return (now or datetime.now(UTC)) - timedelta(**{unit: int(match[1])})
+        try:
+            return (now or datetime.now(UTC)) - timedelta(**{unit: int(match[1])})
+        except OverflowError:
+            raise MemoryToolError(f"since={since!r} reaches back before the year 1: give a shorter age") from None
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:

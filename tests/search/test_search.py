@@ -178,6 +178,13 @@ async def test_websearch_exclusion_removes_rows_with_that_word(store: MemoryStor
     assert keys["df_full"] not in got  # its description names build-01
 
 
+async def test_a_pasted_separator_line_of_dashes_does_not_break_the_search(store: MemoryStore, user_id: str) -> None:
+    keys = await _seed(store, user_id)
+    # PostgreSQL's websearch parser fails on a few dozen dashes that negate no word ("tsquery stack too small").
+    items = await store.search("npm ERR! " + "-" * 80 + " ERESOLVE - -- ---", user_id=user_id)
+    assert items[0].memory_key == keys["npm"]
+
+
 def test_negated_words_ignores_hyphens_and_quotes() -> None:
     assert negated_words('nginx -timeout "keep-alive -x" well-known') == ["timeout"]
 

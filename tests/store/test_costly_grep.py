@@ -86,3 +86,16 @@ async def test_a_users_greps_run_one_at_a_time_while_other_users_are_not_queued(
     assert not started["a2"].is_set()  # alice's second waits for her first
     release.set()
     assert await asyncio.gather(a1, a2, b) == ["a1", "a2", "b"]
+
+
+@pytest.mark.parametrize("pattern", [r"((a{100}){100}){100}", r"(?:x{1000}){1000}", r"\p{L}{1000}(\p{N}{1000})"])
+def test_a_pattern_whose_counted_repeats_multiply_past_the_limit_is_refused_before_compiling(pattern: str) -> None:
+    # The engine writes counted repeats out when it compiles, which no time limit stops: ((a{100}){100}){1000}
+    # (21 characters) took 3 s and 2.8 GB of the shared server.
+    with pytest.raises(PatternTooCostly, match="counted repeats multiply"):
+        apply_transforms("aaa", grep=pattern)
+
+
+@pytest.mark.parametrize("pattern", [r"\d{1,3}(\.\d{1,3}){3}", r".{0,5000}ERROR", r"x{100000}", r"(?i)\p{L}{3}-\d{4}"])
+def test_ordinary_counted_repeats_compile(pattern: str) -> None:
+    assert apply_transforms("ip 10.0.0.1\nABC-1234\n", grep=pattern) is not None

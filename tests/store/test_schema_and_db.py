@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import pwd
 import secrets
@@ -57,6 +58,36 @@ async def test_schema_applies_again_to_an_initialised_database_keeping_data(fres
         assert await second.db.schema_version() >= 1
     finally:
         await second.close()
+
+
+async def test_a_start_on_a_current_schema_takes_no_table_lock_that_live_writes_hold(fresh_database_url: str) -> None:
+    await (await Database.connect(fresh_database_url, settings=Settings())).close()  # the schema is now current
+    writer = await asyncpg.connect(fresh_database_url)
+    try:
+        async with writer.transaction():  # a write in flight in another process: ROW EXCLUSIVE on agent_memories
+            await writer.execute("LOCK TABLE agent_memories IN ROW EXCLUSIVE MODE")
+            # Re-applying the schema would wait for it (ALTER TABLE locks even when it changes nothing) and, with
+            # several writers, deadlock with them; a start that finds the schema current applies nothing.
+            db = await asyncio.wait_for(Database.connect(fresh_database_url, settings=Settings()), timeout=20)
+            await db.close()
+    finally:
+        await writer.close()
+
+
+async def test_a_start_enables_an_extension_that_became_available(fresh_database_url: str) -> None:
+    await (await Database.connect(fresh_database_url, settings=Settings())).close()
+    conn = await asyncpg.connect(fresh_database_url)
+    try:  # as if btree_gin had been installed on the server since the last start
+        if not await conn.fetchval("SELECT count(*) FROM pg_available_extensions WHERE name = 'btree_gin'"):
+            pytest.skip("this server has no btree_gin")
+        await conn.execute("DROP EXTENSION btree_gin CASCADE")
+    finally:
+        await conn.close()
+    db = await Database.connect(fresh_database_url, settings=Settings())
+    try:
+        assert await db.has_extension("btree_gin")
+    finally:
+        await db.close()
 
 
 _V8_COLUMNS = ("version", "status", "status_reason", "subject", "valid_from", "valid_until", "expires_at", "updated_at")

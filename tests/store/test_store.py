@@ -83,6 +83,29 @@ async def test_metadata_that_jsonb_cannot_hold_is_refused(store: MemoryStore, us
         await store.store("x", user_id=user_id, metadata=metadata)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("number", [1e16, 1.7976931348623157e308, -0.0])
+async def test_a_metadata_float_that_would_come_back_altered_is_refused(
+    store: MemoryStore, user_id: str, number: float
+) -> None:
+    # JSONB keeps the value, not the float type: 1e16 would come back as the int 10000000000000000, -0.0 as 0.0.
+    with pytest.raises(ValueError, match=r"would come back altered.*store it as a string"):
+        await store.store("x", user_id=user_id, metadata={"n": number})
+
+
+async def test_floats_that_round_trip_are_kept_exactly(store: MemoryStore, user_id: str) -> None:
+    meta = {"small": 1.5e-07, "big": 1e15, "third": 1 / 3, "zero": 0.0}
+    key = await store.store("x", user_id=user_id, metadata=meta)
+    assert (await store.get(key, user_id=user_id)).metadata == meta
+
+
+async def test_metadata_nested_past_the_limit_is_refused_with_a_value_error(store: MemoryStore, user_id: str) -> None:
+    deep: dict[str, object] = {}
+    for _ in range(2000):  # json.dumps alone would raise RecursionError
+        deep = {"a": deep}
+    with pytest.raises(ValueError, match="nested more than 64 levels"):
+        await store.store("x", user_id=user_id, metadata=deep)
+
+
 # ------------------------------------------------------------------------------------------ isolation
 
 
@@ -169,6 +192,12 @@ async def test_retrieve_head_and_tail(store: MemoryStore, user_id: str) -> None:
 async def test_retrieve_line_range(store: MemoryStore, user_id: str) -> None:
     key = await store.store(LOG, user_id=user_id)
     assert await store.retrieve(key, user_id=user_id, lines="10-12") == "line 10\nline 11\nline 12\n"
+
+
+async def test_a_line_number_of_thousands_of_digits_is_a_range_error(store: MemoryStore, user_id: str) -> None:
+    key = await store.store(LOG, user_id=user_id)
+    with pytest.raises(ValueError, match="is not START-END"):  # not Python's "Exceeds the limit (4300 digits)"
+        await store.retrieve(key, user_id=user_id, lines="1-" + "9" * 5000)
 
 
 async def test_retrieve_grep_with_context(store: MemoryStore, user_id: str) -> None:

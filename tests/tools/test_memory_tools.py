@@ -167,6 +167,12 @@ async def test_bad_since_is_a_clear_error(toolbox: MemoryToolbox) -> None:
         await toolbox.list_memories(since="yesterday-ish")
 
 
+@pytest.mark.parametrize("since", ["3000000d", "99999999999d", "9" * 5000 + "d"])
+async def test_an_age_reaching_past_the_year_1_is_a_clear_error(toolbox: MemoryToolbox, since: str) -> None:
+    with pytest.raises(MemoryToolError, match=r"before the year 1|neither an ISO date/time"):
+        await toolbox.list_memories(since=since)
+
+
 def test_parse_since_accepts_iso_and_relative_ages() -> None:
     now = datetime(2026, 2, 1, tzinfo=UTC)
     assert parse_since("7d", now=now) == datetime(2026, 1, 25, tzinfo=UTC)
