@@ -21,13 +21,14 @@ import chainlit as cl
 from chainlit.config import config as chainlit_config
 from chainlit.data.chainlit_data_layer import ChainlitDataLayer
 from chainlit.server import app as server_app
+from chainlit.server import router as server_router
 from chainlit.types import CommandDict, ThreadDict
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from agent_memory.auth import UserAccounts, auth_secret
 from agent_memory.config import header_auth_enabled
 from agent_memory.store import ThreadStore
-from chainlit_app import header_login, inspector, login_throttle, security_headers, sessions
+from chainlit_app import feedback_guard, header_login, inspector, login_throttle, security_headers, sessions
 from chainlit_app.chat import ChatSession, memory_overview, search_overview
 from chainlit_app.runtime import AgentMemoryDataLayer, close_store, database_url, drop_chainlit_ci_key, get_store
 from chainlit_app.thread_pages import ForeignThreadPages
@@ -45,6 +46,19 @@ async def _end_sessions(identifier: str) -> int | None:
 
 async def _thread_owner(thread_id: str) -> str | None:
     return await ThreadStore((await get_store()).db).owner(thread_id)
+
+
+async def _step_owner(step_id: str) -> str | None:
+    found = await ThreadStore((await get_store()).db).step(step_id)
+    return None if found is None else found[1]
+
+
+async def _feedback_owner(feedback_id: str) -> str | None:
+    return await ThreadStore((await get_store()).db).feedback_owner(feedback_id)
+
+
+# Feedback on a message is its owner's (Chainlit's routes check no owner).
+feedback_guard.guard_feedback_routes(server_router, step_owner=_step_owner, feedback_owner=_feedback_owner)
 
 
 # Inner to the session guard (added first), so it sees a revoked session as logged out.

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 from collections.abc import MutableMapping
+from typing import Any
 
 from autogen_core import AgentRuntime
 from chainlit.data.chainlit_data_layer import ChainlitDataLayer
@@ -23,6 +24,8 @@ from agent_memory.store import ThreadStore, start_embedded_server
 
 # What `chainlit run` sets as OPENAI_API_KEY in its CI mode (`--ci`, or CI=true in the environment).
 CHAINLIT_CI_FAKE_OPENAI_KEY = "sk-FAKE-OPENAI-API-KEY"
+
+log = logging.getLogger(__name__)
 
 _store: MemoryStore | None = None
 _store_lock: asyncio.Lock | None = None
@@ -123,10 +126,32 @@ async def remote_agents(user_id: str, thread_id: str) -> RemoteAgentSession | No
 
 
 class AgentMemoryDataLayer(ChainlitDataLayer):
-    """Chainlit's own PostgreSQL data layer, plus: deleting a thread drops its saved agent contexts.
+    """Chainlit's own PostgreSQL data layer, plus: deleting a thread drops its saved agent contexts, and a step
+    never moves to another thread.
 
-    The thread's memories stay: they belong to the user (inspector, search) until deleted there.
+    The thread's memories stay: they belong to the user (inspector, search) until deleted there. A chat message's
+    step id comes from the client, and Chainlit upserts it (``ON CONFLICT (id) DO UPDATE``, thread included): a
+    user who sent a message with the id of another user's step took that step into their own thread, text and
+    all. A step of another thread is left as it is.
     """
+
+    async def create_step(self, step_dict: Any) -> None:
+        if await self._moves_a_step(step_dict):
+            return
+        await super().create_step(step_dict)
+
+    async def update_step(self, step_dict: Any) -> None:
+        if await self._moves_a_step(step_dict):
+            return
+        await super().update_step(step_dict)
+
+    async def _moves_a_step(self, step_dict: Any) -> bool:
+        found = await ThreadStore((await get_store()).db).step(str(step_dict.get("id")))
+        if found is None or found[0] == step_dict.get("threadId"):
+            return False
+        log.warning("refused to move step %s from thread %s to %s", step_dict.get("id"), found[0],
+                    step_dict.get("threadId"))  # fmt: skip
+        return True
 
     async def delete_thread(self, thread_id: str) -> None:
         threads = ThreadStore((await get_store()).db)

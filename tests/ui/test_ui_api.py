@@ -8,6 +8,7 @@ One `agent-memory ui` process with no OPENAI_* variables (but ``CI=true``, see `
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 
@@ -251,6 +252,55 @@ async def test_deleting_a_thread_drops_its_saved_context_but_keeps_memories(app:
     owners = await pool.fetch("SELECT user_id FROM agent_memory_contexts WHERE thread_id = $1", "thread-del-1")
     assert [r["user_id"] for r in owners] == [erin]
     assert await ui_store.retrieve(key, user_id="carol") == "kept after the thread is gone\n"
+
+
+async def _carols_step(ui_store: MemoryStore) -> str:
+    pool = ui_store.db.pool
+    await ui_store.store("makes sure carol exists\n", user_id="carol")
+    carol = await pool.fetchval('SELECT id FROM "User" WHERE identifier = $1', "carol")
+    thread_id, step_id = f"thread-fb-{uuid.uuid4()}", str(uuid.uuid4())
+    await pool.execute('INSERT INTO "Thread" (id, "userId", name) VALUES ($1, $2, $3)', thread_id, carol, "t")
+    await pool.execute(
+        """INSERT INTO "Step" (id, "threadId", name, type, output, "startTime", "endTime")
+           VALUES ($1, $2, 'Assistant', 'assistant_message', 'an answer', now(), now())""",
+        step_id, thread_id,
+    )  # fmt: skip
+    return step_id
+
+
+def _feedback(step_id: str, comment: str, feedback_id: str | None = None) -> dict[str, object]:
+    return {"feedback": {"forId": step_id, "value": 1, "comment": comment, "id": feedback_id}, "sessionId": "s"}
+
+
+async def test_feedback_on_another_users_message_is_refused_as_not_found(app: str, ui_store: MemoryStore) -> None:
+    step_id = await _carols_step(ui_store)
+    async with logged_in(app, "erin", "erin-secret-password") as client:
+        response = await client.put("/feedback", json=_feedback(step_id, "written by erin"))
+    assert response.status_code == 404
+    assert await ui_store.db.pool.fetchval('SELECT count(*) FROM "Feedback" WHERE "stepId" = $1', step_id) == 0
+
+
+async def test_another_users_feedback_cannot_be_overwritten_or_deleted(app: str, ui_store: MemoryStore) -> None:
+    step_id = await _carols_step(ui_store)
+    async with logged_in(app, "carol", "carol-secret-password") as client:
+        feedback_id = (await client.put("/feedback", json=_feedback(step_id, "carol's"))).json()["feedbackId"]
+    async with logged_in(app, "erin", "erin-secret-password") as client:
+        own_step = await _carols_step(ui_store)  # any step: erin names carol's feedback id
+        overwrite = await client.put("/feedback", json=_feedback(own_step, "erin's", feedback_id))
+        delete = await client.request("DELETE", "/feedback", json={"feedbackId": feedback_id})
+    assert (overwrite.status_code, delete.status_code) == (404, 404)
+    row = await ui_store.db.pool.fetchrow('SELECT "stepId", comment FROM "Feedback" WHERE id = $1', feedback_id)
+    assert (row["stepId"], row["comment"]) == (step_id, "carol's")
+
+
+async def test_feedback_on_ones_own_message_is_kept_and_deleted(app: str, ui_store: MemoryStore) -> None:
+    step_id = await _carols_step(ui_store)
+    async with logged_in(app, "carol", "carol-secret-password") as client:
+        saved = await client.put("/feedback", json=_feedback(step_id, "helpful"))
+        assert saved.status_code == 200
+        feedback_id = saved.json()["feedbackId"]
+        assert (await client.request("DELETE", "/feedback", json={"feedbackId": feedback_id})).status_code == 200
+    assert await ui_store.db.pool.fetchval('SELECT count(*) FROM "Feedback" WHERE id = $1', feedback_id) == 0
 
 
 # ---------------------------------------------------------------------------------------------- sessions
