@@ -278,6 +278,8 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
                 code_rc, block_timed_out, data, block_total = await self._run_one(
                     command, self._max_output_bytes - kept, cancellation_token
                 )
+                if note := await asyncio.to_thread(command.release):  # its cgroup, and whether memory ran out
+                    data += f"\n{note}\n".encode()
                 if code_rc == 1 and data.startswith(b"bwrap: ") and self._sandbox.isolation != "none":
                     # bubblewrap itself failed (no namespaces in this container, say): the code never ran.
                     code_rc = SANDBOX_UNAVAILABLE_EXIT_CODE

@@ -45,6 +45,7 @@ from typing import Literal
 from autogen_ext.code_executors._common import lang_to_cmd
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._cgroups import CgroupUnavailable, RunCgroup, run_cgroup
 from ._seccomp import SeccompUnavailable, seccomp_filter_fd
 
 # Names passed from the server's environment to code, whatever the policy says (values never secret).
@@ -83,6 +84,14 @@ class SandboxPolicy(BaseModel):
     cpu_seconds: int = Field(default=300, ge=1, description="CPU time per process (RLIMIT_CPU)")
     memory_mb: int = Field(default=2048, ge=16, description="data memory per process (RLIMIT_DATA)")
     max_processes: int = Field(default=256, ge=4, description="processes and threads of the user (RLIMIT_NPROC)")
+    run_memory_mb: int = Field(
+        default=2048, ge=16, description="memory of the whole run, shared memory included (as root: a cgroup)"
+    )
+    run_limits: Literal["cgroup", "process"] = Field(
+        default="cgroup",
+        description="as root, `cgroup` also bounds the whole run's memory and processes (code is refused when no "
+        "cgroup can be made); `process`: per-process limits only",
+    )
     max_file_mb: int = Field(default=1024, ge=1, description="largest file code may write (RLIMIT_FSIZE)")
     tmp_mb: int = Field(default=256, ge=1, description="size of the private /tmp")
     env: list[str] = Field(default_factory=list, description="names of server environment variables code may see")
@@ -107,6 +116,12 @@ class SandboxedCommand:
     pass_fds: tuple[int, ...] = ()
     close_after_start: list[int] = field(default_factory=list)
     cleanup: list[Path] = field(default_factory=list)  # files to remove after the run (isolation "none" only)
+    cgroup: RunCgroup | None = None  # the run's own cgroup (root), removed after the run
+
+    def release(self) -> str | None:
+        """After the run: remove its cgroup; a note for its output when it ran out of memory."""
+        cgroup, self.cgroup = self.cgroup, None
+        return None if cgroup is None else cgroup.release()
 
     def close(self) -> None:
         for fd in self.close_after_start:
@@ -135,6 +150,12 @@ def isolation_report(policy: SandboxPolicy | None = None) -> IsolationReport:
     except SandboxUnavailable as exc:
         return IsolationReport(False, "unavailable", str(exc))
     mode = "per-user uid (root)" if os.geteuid() == 0 else "mount namespace (this OS user)"
+    if os.geteuid() == 0 and policy.run_limits == "cgroup":
+        try:
+            run_cgroup(16, 4).release()
+        except CgroupUnavailable as exc:
+            return IsolationReport(False, "unavailable", str(exc))
+        mode += ", whole-run limits in a cgroup"
     try:
         filter_fd = _filter_fd()
     except SandboxUnavailable as exc:
@@ -397,4 +418,12 @@ def sandboxed_command(
             "--",
         ]
     argv += [part.replace("{code}", code_path) for part in program]
-    return SandboxedCommand(argv, pass_fds=(work_dir_fd, code_fd, filter_fd), close_after_start=[code_fd, filter_fd])
+    command = SandboxedCommand(argv, pass_fds=(work_dir_fd, code_fd, filter_fd), close_after_start=[code_fd, filter_fd])
+    if uid is not None and policy.run_limits == "cgroup":
+        try:
+            command.cgroup = run_cgroup(policy.run_memory_mb, policy.max_processes)
+        except CgroupUnavailable as exc:
+            command.close()
+            raise SandboxUnavailable(str(exc)) from exc
+        command.argv = command.cgroup.join_command(command.argv)
+    return command

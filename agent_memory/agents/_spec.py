@@ -73,6 +73,10 @@ class ExecutorSpec(BaseModel):
     max_processes: int = Field(default=256, ge=4, description="processes and threads of the user's code")
     max_file_mb: int = Field(default=1024, ge=1, description="largest file code may write")
     tmp_mb: int = Field(default=256, ge=1, description="size of the private /tmp")
+    run_memory_mb: int = Field(default=2048, ge=16, description="memory of the whole run (as root: a cgroup)")
+    run_limits: Literal["cgroup", "process"] = Field(
+        default="cgroup", description="`process`: as root, per-process limits only (no cgroup needed)"
+    )
     env: list[str] = Field(default_factory=list, description="server environment variables code may see, by name")
 
     def sandbox_policy(self) -> SandboxPolicy:
@@ -81,7 +85,8 @@ class ExecutorSpec(BaseModel):
         if raw not in ("bubblewrap", "none"):
             raise ValueError(f"AGENT_MEMORY_EXECUTOR_ISOLATION={raw!r}: use bubblewrap or none")
         isolation: Literal["bubblewrap", "none"] = "none" if raw == "none" else "bubblewrap"
-        fields = self.model_dump(include={"network", "cpu_seconds", "memory_mb", "max_processes", "max_file_mb"})
+        limits = {"cpu_seconds", "memory_mb", "max_processes", "max_file_mb", "run_memory_mb", "run_limits"}
+        fields = self.model_dump(include={"network", *limits})
         return SandboxPolicy(isolation=isolation, tmp_mb=self.tmp_mb, env=list(self.env), **fields)
 
 

@@ -22,6 +22,7 @@ from support.databases import open_store
 from support.processes import marker_seconds, processes_with
 
 from agent_memory.agents import (
+    ExecutorSpec,
     LocalProcessGroupExecutor,
     SandboxPolicy,
     SkillsAgentBuilder,
@@ -29,6 +30,7 @@ from agent_memory.agents import (
     isolation_report,
     user_work_root,
 )
+from agent_memory.agents._cgroups import CGROUP_ROOT, GROUP
 from agent_memory.agents._executor import SANDBOX_UNAVAILABLE_EXIT_CODE
 from agent_memory.agents._sandbox import sandbox_uid
 from agent_memory.agents._seccomp import SECCOMP_HINT, SeccompUnavailable
@@ -311,6 +313,50 @@ async def test_the_private_tmp_is_size_limited(home: Path) -> None:
     assert code != 0 and "No space left" in out
 
 
+_SHARED_MEMORY = """
+import mmap
+block = mmap.mmap(-1, 300 * 1024 * 1024)  # shared anonymous memory: no RLIMIT_DATA counts it
+block.write(b"x" * 300 * 1024 * 1024)
+print("held 300 MB")
+"""
+
+
+@as_root
+async def test_shared_memory_counts_against_the_runs_memory_limit(home: Path) -> None:
+    code, out = await run(executor_for(home, "mallory", run_memory_mb=64), _SHARED_MEMORY, "python")
+    assert code != 0 and "held 300 MB" not in out
+    assert "used all of its memory (64 MB for the whole run" in out
+
+
+@as_root
+async def test_the_processes_of_a_run_share_one_memory_limit(home: Path) -> None:
+    # Each process stays far below the per-process limit; together they pass the run's.
+    hold = "python3 -c 'import time; b = bytearray(60 * 2**20); b[::4096] = b\"x\" * len(b[::4096]); time.sleep(2)'"
+    policy = {"run_memory_mb": 128}
+    _code, out = await run(executor_for(home, "mallory", **policy), f"for i in 1 2 3 4; do {hold} & done; wait")
+    assert "used all of its memory (128 MB" in out
+
+
+@as_root
+async def test_a_runs_cgroup_is_gone_when_the_run_ends(home: Path) -> None:
+    await run(executor_for(home, "mallory"), "echo done")
+    left = [p for group in ("memory", "pids", "") for p in (CGROUP_ROOT / group / GROUP).glob("run-*")]
+    assert left == []
+
+
+@as_root
+async def test_as_root_without_cgroups_nothing_runs_and_the_error_says_what_to_change(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("agent_memory.agents._cgroups.CGROUP_ROOT", tmp_path / "no-cgroups")
+
+    code, out = await run(executor_for(home, "alice"), "touch ran.txt")
+
+    assert code == SANDBOX_UNAVAILABLE_EXIT_CODE
+    assert "cgroup" in out and "run_limits" in out
+    assert not (home / "work" / "alice" / "t1" / "ran.txt").exists()
+
+
 async def test_space_reserved_past_a_files_end_does_not_escape_the_file_size_limit(home: Path) -> None:
     # fallocate --keep-size reserves disk blocks without growing the file, so RLIMIT_FSIZE never sees them.
     _code, out = await run(executor_for(home, "mallory", max_file_mb=1), "touch f; fallocate -n -l 50M f; du -k f")
@@ -425,3 +471,8 @@ def test_saved_configs_with_the_old_options_still_load(home: Path) -> None:
     )
     assert executor.sandbox.isolation == "bubblewrap"
     assert LocalProcessGroupExecutor.load_component(executor.dump_component()).sandbox == executor.sandbox
+
+
+def test_the_team_specs_executor_section_sets_the_whole_run_limits() -> None:
+    policy = ExecutorSpec(run_memory_mb=512, run_limits="process").sandbox_policy()
+    assert (policy.run_memory_mb, policy.run_limits) == (512, "process")

@@ -1,0 +1,143 @@
+"""Limits on a whole sandboxed run, not only on each of its processes: one memory and pids cgroup per run.
+
+Resource limits (``prlimit``) bound each process: its data memory, its file sizes. A run's processes together
+could still take the host's memory (eight processes of 48 MB under a 64 MB limit each), and shared memory is not
+data memory at all (``mmap(MAP_SHARED | MAP_ANONYMOUS)``, a tmpfs): one process held 512 MB under a 64 MB limit.
+The kernel's OOM killer would then pick the biggest process on the host: PostgreSQL, or the UI.
+
+As root, each run therefore gets its own cgroup, ``agent-memory/run-<id>``, in the memory and pids controllers
+(cgroup v2, or the v1 hierarchies), limited to ``SandboxPolicy.run_memory_mb`` (shared memory and page cache
+included; no swap) and ``max_processes`` tasks. The run joins it before bubblewrap starts, so everything in the
+sandbox is inside; the cgroup is removed when the run has ended. When the memory runs out, the kernel kills a
+process of that run only, and the run's output says so.
+
+Example:
+    >>> cgroup = RunCgroup(dirs=[], procs=[Path("/sys/fs/cgroup/agent-memory/run-1/cgroup.procs")])
+    >>> cgroup.join_command(["true"])[3:]
+    ['sh', '/sys/fs/cgroup/agent-memory/run-1/cgroup.procs', '--', 'true']
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+GROUP = "agent-memory"
+CGROUP_HINT = (
+    "as root, code runs only with a memory limit for the whole run: make the cgroup file system writable for "
+    "this process (cgroup v2 with the memory and pids controllers, or the v1 memory and pids hierarchies), or set "
+    "the executor's run_limits to `process` to accept per-process limits only"
+)
+# Joins the cgroups named before "--", then becomes the command after it. Runs as root, before bubblewrap.
+_JOIN = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 126; shift; done; shift; exec "$@"'
+
+
+class CgroupUnavailable(RuntimeError):
+    """The run's cgroup cannot be made here; the message says what to change."""
+
+
+@dataclass
+class RunCgroup:
+    """The cgroup directories of one run (one for v2, one per hierarchy for v1) and how to join them."""
+
+    dirs: list[Path]
+    procs: list[Path]
+    memory_mb: int = 0
+
+    def join_command(self, argv: list[str]) -> list[str]:
+        """``argv`` started inside this cgroup."""
+        return ["/bin/sh", "-c", _JOIN, "sh", *(str(p) for p in self.procs), "--", *argv]
+
+    def release(self) -> str | None:
+        """Remove the cgroup (the run has ended); a note for the run's output when its memory ran out."""
+        note = None
+        if self._oom_kills():
+            note = f"Killed: the run used all of its memory ({self.memory_mb} MB for the whole run, run_memory_mb)"
+        for directory in self.dirs:
+            with contextlib.suppress(OSError):  # still busy: removed by the next run's sweep
+                directory.rmdir()
+        return note
+
+    def _oom_kills(self) -> int:
+        for directory in self.dirs:
+            for name in ("memory.events", "memory.oom_control"):
+                with contextlib.suppress(OSError, ValueError):
+                    for line in (directory / name).read_text().splitlines():
+                        key, _, value = line.partition(" ")
+                        if key == "oom_kill":
+                            return int(value)
+        return 0
+
+
+def run_cgroup(memory_mb: int, max_processes: int, root: Path | None = None) -> RunCgroup:
+    """A fresh cgroup for one run, limited to ``memory_mb`` and ``max_processes``; :class:`CgroupUnavailable`
+    when neither cgroup v2 nor the v1 memory and pids hierarchies can be written under ``root``."""
+    root = root or CGROUP_ROOT
+    name = f"run-{secrets.token_hex(8)}"
+    made: list[Path] = []
+    try:
+        if (root / "cgroup.controllers").exists():
+            run = _v2_parent(root) / name
+            run.mkdir()
+            made.append(run)
+            limits = {"memory.max": memory_mb * 2**20, "memory.swap.max": 0, "pids.max": max_processes}
+            _write_limits(run, limits, optional={"memory.swap.max"})
+        else:
+            memory, pids = _v1_parent(root, "memory") / name, _v1_parent(root, "pids") / name
+            for run in (memory, pids):
+                run.mkdir()
+                made.append(run)
+            limit = memory_mb * 2**20
+            limits = {"memory.limit_in_bytes": limit, "memory.memsw.limit_in_bytes": limit}
+            _write_limits(memory, limits, optional={"memory.memsw.limit_in_bytes"})
+            _write_limits(pids, {"pids.max": max_processes})
+    except OSError as exc:
+        for run in reversed(made):
+            with contextlib.suppress(OSError):
+                run.rmdir()
+        raise CgroupUnavailable(
+            f"the run's cgroup could not be made ({exc}), so code was not run: {CGROUP_HINT}"
+        ) from exc
+    return RunCgroup(dirs=made, procs=[run / "cgroup.procs" for run in made], memory_mb=memory_mb)
+
+
+def _v2_parent(root: Path) -> Path:
+    parent = root / GROUP
+    if not parent.is_dir():
+        parent.mkdir()
+    enabled = set((parent / "cgroup.subtree_control").read_text().split())
+    if not {"memory", "pids"} <= enabled:
+        (parent / "cgroup.subtree_control").write_text("+memory +pids")
+    _sweep(parent)
+    return parent
+
+
+def _v1_parent(root: Path, controller: str) -> Path:
+    if not (root / controller / "cgroup.procs").exists():
+        raise OSError(f"no cgroup v1 {controller} hierarchy at {root / controller}")
+    parent = root / controller / GROUP
+    if not parent.is_dir():
+        parent.mkdir()
+    _sweep(parent)
+    return parent
+
+
+def _sweep(parent: Path) -> None:
+    """Remove cgroups of runs that have ended (rmdir fails, harmlessly, on one still in use)."""
+    for entry in os.scandir(parent):
+        if entry.is_dir(follow_symlinks=False) and entry.name.startswith("run-"):
+            with contextlib.suppress(OSError):
+                os.rmdir(entry.path)
+
+
+def _write_limits(directory: Path, limits: dict[str, int], optional: frozenset[str] | set[str] = frozenset()) -> None:
+    for name, value in limits.items():
+        try:
+            (directory / name).write_text(str(value))
+        except OSError:
+            if name not in optional:  # e.g. no swap accounting: nothing to limit there
+                raise
