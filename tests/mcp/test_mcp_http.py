@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import sys
@@ -256,9 +257,23 @@ async def test_concurrent_requests_cannot_open_more_sessions_than_the_cap(server
     assert sorted(a.status_code for a in answers) == [200] * 20 + [429] * 10
 
 
+DEEP_JSON = b"[" * 100_000 + b"]" * 100_000  # valid JSON, deeper than json.loads goes (RecursionError)
+
+
 @pytest.mark.parametrize(
-    "body", [b"{not json", b"[]", b'{"jsonrpc": "2.0"}', b'"just a string"', b"\xff\xfe\x00", b"{" * 10_000]
+    "body",
+    [b"{not json", b"[]", b'{"jsonrpc": "2.0"}', b'"just a string"', b"\xff\xfe\x00", b"{" * 10_000, DEEP_JSON],
 )
 def test_a_malformed_body_is_400_not_a_server_error(server_url: str, token: str, body: bytes) -> None:
     headers = {**ACCEPT, "Authorization": f"Bearer {token}"}
     assert httpx.post(server_url, content=body, headers=headers, timeout=30).status_code == 400
+
+
+def test_a_body_over_the_limit_gets_a_413_that_says_what_to_do(server_url: str, token: str) -> None:
+    # 6 MB of control characters is under the store's 10 MB limit, but 36 MB as JSON.
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": "store_memory", "arguments": {"content": "\x1b" * 6_000_000}}})  # fmt: skip
+    headers = {**ACCEPT, "Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    answer = httpx.post(server_url, content=body.encode(), headers=headers, timeout=60)
+    assert answer.status_code == 413
+    assert "agent-memory store FILE" in answer.json()["error"]["message"]
