@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import AsyncIterator, Iterable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
@@ -98,6 +98,22 @@ async def export_lines(store: MemoryStore, user_id: str) -> AsyncIterator[str]:
                 **{name: _time(r[name]) for name in _TIMES}, "versions": versions,
             }  # fmt: skip
             yield json.dumps(line, ensure_ascii=False)
+
+
+_PAST_TIMES = ("created_at", "updated_at", "valid_from")  # when something happened: never later than now
+_CLOCK_SKEW = timedelta(days=1)  # another machine's clock may run ahead
+
+
+def _checked_version(record_no: int, value: Any, versions: list[dict[str, Any]]) -> int:
+    """The current version number: a positive integer above each earlier version's, which are distinct."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"line {record_no}: version {value!r} is not a positive integer")
+    earlier = [v.get("version") for v in versions]
+    if len(set(earlier)) != len(earlier) or not all(
+        isinstance(e, int) and not isinstance(e, bool) and 1 <= e < value for e in earlier
+    ):
+        raise ValueError(f"line {record_no}: earlier versions must be distinct numbers from 1 below version {value}")
+    return value
 
 
 def _parse_time(record_no: int, name: str, value: Any) -> datetime | None:
@@ -192,7 +208,11 @@ async def _insert_one(conn: Any, owner: str, r: dict[str, Any], max_bytes: int, 
     if not isinstance(tokens, int) or tokens < 0:
         tokens = count_tokens(r["content"], token_model)
     versions = r.get("versions") or []
-    version = int(r.get("version") or len(versions) + 1)
+    version = _checked_version(n, r.get("version", len(versions) + 1), versions)
+    for name in _PAST_TIMES:
+        when = times[name]
+        if when is not None and when > datetime.now(UTC) + _CLOCK_SKEW:
+            raise ValueError(f"line {n}: {name} {r[name]!r} is in the future")
     current = r.get("current", status != "retracted" and times["valid_until"] is None)
     try:
         memory_id = await conn.fetchval(

@@ -216,6 +216,35 @@ async def test_import_refuses_altered_content(store: MemoryStore, user_id: str, 
     assert await store.list(user_id=other_user_id) == []
 
 
+@pytest.mark.parametrize(
+    ("change", "refusal"),
+    [
+        ({"version": -3}, "version -3 is not a positive integer"),
+        ({"version": "2"}, "version '2' is not a positive integer"),
+        ({"created_at": "9999-12-31T00:00:00+00:00"}, "created_at '9999-12-31T00:00:00\\+00:00' is in the future"),
+        ({"valid_from": "9999-12-31T00:00:00+00:00"}, "valid_from .* is in the future"),
+    ],
+)
+async def test_import_refuses_impossible_versions_and_times(
+    store: MemoryStore, user_id: str, other_user_id: str, change: dict[str, object], refusal: str
+) -> None:
+    # A fact dated in the future would outrank every newer fact on its subject, forever.
+    await store.store("fact", user_id=user_id, memory_type="user_fact")
+    header, line = [line async for line in store.export(user_id=user_id)]
+    with pytest.raises(ValueError, match=refusal):
+        await store.import_lines([header, json.dumps({**json.loads(line), **change})], user_id=other_user_id)
+    assert await store.list(user_id=other_user_id) == []
+
+
+async def test_import_keeps_an_expiry_in_the_future(store: MemoryStore, user_id: str, other_user_id: str) -> None:
+    future = "2999-01-01T00:00:00+00:00"
+    await store.store("a reminder", user_id=user_id)
+    header, line = [line async for line in store.export(user_id=user_id)]
+    expiring = json.dumps({**json.loads(line), "expires_at": future})
+    [key] = await store.import_lines([header, expiring], user_id=other_user_id)
+    assert (await store.get(key, user_id=other_user_id)).expires_at.year == 2999
+
+
 async def test_import_refuses_a_file_that_is_not_an_export(store: MemoryStore, user_id: str) -> None:
     with pytest.raises(ValueError, match="not an agent-memory/export"):
         await store.import_lines(['{"hello": 1}'], user_id=user_id)
