@@ -28,7 +28,15 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from agent_memory.auth import UserAccounts, auth_secret
 from agent_memory.config import header_auth_enabled
 from agent_memory.store import ThreadStore
-from chainlit_app import feedback_guard, header_login, inspector, login_throttle, security_headers, sessions
+from chainlit_app import (
+    feedback_guard,
+    header_login,
+    inspector,
+    login_throttle,
+    request_limits,
+    security_headers,
+    sessions,
+)
 from chainlit_app.chat import ChatSession, memory_overview, search_overview
 from chainlit_app.runtime import AgentMemoryDataLayer, close_store, database_url, drop_chainlit_ci_key, get_store
 from chainlit_app.thread_pages import ForeignThreadPages
@@ -65,7 +73,14 @@ feedback_guard.guard_feedback_routes(server_router, step_owner=_step_owner, feed
 server_app.add_middleware(ForeignThreadPages, owner=_thread_owner)  # another user's /thread/<id>: "not found"
 # Sessions end on logout, password change and user deletion; they last AGENT_MEMORY_UI_SESSION_HOURS.
 chainlit_config.project.user_session_timeout = sessions.session_lifetime_seconds(os.environ)
-server_app.add_middleware(sessions.SessionGuard, versions=_session_version, end_sessions=_end_sessions)
+# It also refuses session renewal (/auth/jwt) and the chat socket from origins not the UI's own.
+server_app.add_middleware(
+    sessions.SessionGuard,
+    versions=_session_version,
+    end_sessions=_end_sessions,
+    origins=sessions.allowed_origins(os.environ),
+)
+server_app.add_middleware(request_limits.RequestLimits)  # disabled uploads, big login bodies: refused unread
 login_throttle.mount(server_app, login_throttle.LoginThrottle.from_env())
 server_app.add_middleware(security_headers.SecurityHeaders)  # CSP: no remote images, no fetches elsewhere
 if _allowed_hosts := [h.strip() for h in os.environ.get("AGENT_MEMORY_UI_ALLOWED_HOSTS", "").split(",") if h.strip()]:

@@ -13,11 +13,10 @@ import html
 import re
 from collections.abc import Awaitable, Callable
 
-from chainlit.auth.cookie import get_token_from_cookies
 from chainlit.auth.jwt import decode_jwt
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from chainlit_app.sessions import cookies_of
+from chainlit_app.sessions import http_token
 
 ThreadOwner = Callable[[str], Awaitable[str | None]]
 
@@ -47,7 +46,7 @@ class ForeignThreadPages:
         if match is None or scope.get("method") not in ("GET", "HEAD"):
             await self.app(scope, receive, send)
             return
-        user = _logged_in_user(scope)
+        user = await _logged_in_user(scope)
         thread_id = match["thread_id"]
         if user is None or await self.owner(thread_id) == user:
             await self.app(scope, receive, send)
@@ -58,8 +57,8 @@ class ForeignThreadPages:
         await send({"type": "http.response.body", "body": body if scope.get("method") == "GET" else b""})
 
 
-def _logged_in_user(scope: Scope) -> str | None:
-    token = get_token_from_cookies(cookies_of(list(scope.get("headers") or [])))
+async def _logged_in_user(scope: Scope) -> str | None:
+    token = await http_token(scope)  # as Chainlit reads it; the session guard (outer) dropped a stale one
     if not token:
         return None
     try:
