@@ -1,5 +1,8 @@
 """``/thread/<id>`` opened directly: a chat that is not the logged-in user's is "not found", as one that never existed.
 
+The same holds for the thread API (``GET /project/thread/<id>`` and its elements): Chainlit answered 401 for
+another user's thread and 500 for a missing one, which told whether an id exists; both are now 404.
+
 Chainlit serves its page for any thread id and only then refuses the websocket, which its client shows as
 "Could not reach the server": wrong (the server answered) and alarming. This middleware answers a direct load
 of a thread page with a plain 404 page when the thread does not exist or belongs to someone else, the same page
@@ -21,6 +24,9 @@ from chainlit_app.sessions import http_token
 ThreadOwner = Callable[[str], Awaitable[str | None]]
 
 _THREAD_PAGE = re.compile(r"^/thread/(?P<thread_id>[^/]+)/?$")
+# Chainlit's API answered 401 for another user's thread and 500 for a missing one: an oracle for thread ids.
+_THREAD_API = re.compile(r"^/project/thread/(?P<thread_id>[^/]+)(?:/element/[^/]+)?/?$")
+_API_NOT_FOUND = b'{"detail":"Thread not found"}'
 NOT_FOUND_PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Chat not found - agent-memory</title>
@@ -42,7 +48,10 @@ class ForeignThreadPages:
         self.owner = owner
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        match = _THREAD_PAGE.match(str(scope.get("path", ""))) if scope["type"] == "http" else None
+        path = str(scope.get("path", ""))
+        page = _THREAD_PAGE.match(path) if scope["type"] == "http" else None
+        api = _THREAD_API.match(path) if scope["type"] == "http" else None
+        match = page or api
         if match is None or scope.get("method") not in ("GET", "HEAD"):
             await self.app(scope, receive, send)
             return
@@ -51,8 +60,11 @@ class ForeignThreadPages:
         if user is None or await self.owner(thread_id) == user:
             await self.app(scope, receive, send)
             return
-        body = NOT_FOUND_PAGE.replace("{thread_id}", html.escape(thread_id)).encode()
-        headers = [(b"content-type", b"text/html; charset=utf-8"), (b"content-length", str(len(body)).encode())]
+        if page is not None:
+            body, kind = NOT_FOUND_PAGE.replace("{thread_id}", html.escape(thread_id)).encode(), b"text/html"
+        else:
+            body, kind = _API_NOT_FOUND, b"application/json"
+        headers = [(b"content-type", kind + b"; charset=utf-8"), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": 404, "headers": headers})
         await send({"type": "http.response.body", "body": body if scope.get("method") == "GET" else b""})
 

@@ -254,6 +254,19 @@ async def test_deleting_a_thread_drops_its_saved_context_but_keeps_memories(app:
     assert await ui_store.retrieve(key, user_id="carol") == "kept after the thread is gone\n"
 
 
+async def test_the_thread_api_answers_another_users_thread_as_a_missing_one(app: str, ui_store: MemoryStore) -> None:
+    step_id = await _carols_step(ui_store)
+    carols = await ui_store.db.pool.fetchval('SELECT "threadId" FROM "Step" WHERE id = $1', step_id)
+    async with logged_in(app, "erin", "erin-secret-password") as client:
+        foreign = await client.get(f"/project/thread/{carols}")
+        missing = await client.get(f"/project/thread/{uuid.uuid4()}")
+        element = await client.get(f"/project/thread/{carols}/element/{uuid.uuid4()}")
+    assert [foreign.status_code, missing.status_code, element.status_code] == [404, 404, 404]
+    assert foreign.json() == missing.json()
+    async with logged_in(app, "carol", "carol-secret-password") as client:
+        assert (await client.get(f"/project/thread/{carols}")).status_code == 200
+
+
 async def _carols_step(ui_store: MemoryStore) -> str:
     pool = ui_store.db.pool
     await ui_store.store("makes sure carol exists\n", user_id="carol")
