@@ -81,6 +81,20 @@ FROM agent_memory_schema s
 _PASSWORD_PARAM = re.compile(r"(^|&)((?:ssl)?password)=[^&]*", re.IGNORECASE)
 
 
+def check_database_url(url: str, source: str) -> None:
+    """Refuse (``ValueError``, naming ``source``) a URL that cannot even be parsed, before any connection."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (parsing the port is what fails on a bad one)
+    except ValueError as exc:
+        raise ValueError(
+            f"{source} is not a valid PostgreSQL URL ({exc}): write it as postgresql://user:password@host:5432/db "
+            "(an IPv6 host in brackets: [::1])"
+        ) from None
+    if parts.scheme not in ("postgresql", "postgres"):
+        raise ValueError(f"{source} must start with postgresql:// (it starts with {parts.scheme or 'nothing'}://)")
+
+
 def redact_url(url: str) -> str:
     """The URL with its password replaced by ``***`` (safe to print in errors and logs)."""
     try:
@@ -340,6 +354,8 @@ class Database:
         """Open a pool on ``dsn`` (else ``AGENT_MEMORY_DATABASE_URL``, else the embedded server)."""
         settings = settings or get_settings()
         url = dsn or settings.database_url
+        if url:
+            check_database_url(url, "the dsn given" if dsn else "AGENT_MEMORY_DATABASE_URL")
         embedded: EmbeddedServer | None = None
         if not url:
             embedded = await start_embedded_server(settings.resolved_home())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import pwd
+import re
 import secrets
 import subprocess
 from collections.abc import AsyncIterator
@@ -146,6 +147,22 @@ async def test_unreachable_server_gives_actionable_error_without_password() -> N
     message = str(err.value)
     assert "s3cret-pw" not in message
     assert "127.0.0.1:1" in message and "AGENT_MEMORY_DATABASE_URL" in message
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("postgres://u:pw@[::1:1/db", "Invalid IPv6 URL"),
+        ("postgresql://u@h:99999/db", "Port out of range"),
+        ("mysql://u@h/db", "must start with postgresql://"),
+    ],
+)
+async def test_a_database_url_that_cannot_be_parsed_is_refused_naming_the_setting(
+    url: str, says: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENT_MEMORY_DATABASE_URL", url)
+    with pytest.raises(ValueError, match=f"^AGENT_MEMORY_DATABASE_URL .*{re.escape(says)}"):
+        await Database.connect(settings=Settings())
 
 
 def test_redact_url_hides_only_the_password() -> None:
