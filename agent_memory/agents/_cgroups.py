@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,7 @@ CGROUP_HINT = (
     "this process (cgroup v2 with the memory and pids controllers, or the v1 memory and pids hierarchies), or set "
     "the executor's run_limits to `process` to accept per-process limits only"
 )
+SWEEP_AFTER_SECONDS = 600
 # Joins the cgroups named before "--", then becomes the command after it. Runs as root, before bubblewrap.
 _JOIN = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 126; shift; done; shift; exec "$@"'
 
@@ -77,7 +79,7 @@ def run_cgroup(memory_mb: int, max_processes: int, root: Path | None = None) -> 
     """A fresh cgroup for one run, limited to ``memory_mb`` and ``max_processes``; :class:`CgroupUnavailable`
     when neither cgroup v2 nor the v1 memory and pids hierarchies can be written under ``root``."""
     root = root or CGROUP_ROOT
-    name = f"run-{secrets.token_hex(8)}"
+    name = f"run-{int(time.time())}-{secrets.token_hex(6)}"  # its birth time: see _sweep
     made: list[Path] = []
     try:
         if (root / "cgroup.controllers").exists():
@@ -127,9 +129,14 @@ def _v1_parent(root: Path, controller: str) -> Path:
 
 
 def _sweep(parent: Path) -> None:
-    """Remove cgroups of runs that have ended (rmdir fails, harmlessly, on one still in use)."""
+    """Remove cgroups left by runs that ended without removing theirs (a cancelled run).
+
+    Only old ones: a cgroup is empty from its creation until its run joins it, and another run (of this process or
+    another) must not remove it meanwhile. rmdir fails, harmlessly, on a cgroup still in use.
+    """
     for entry in os.scandir(parent):
-        if entry.is_dir(follow_symlinks=False) and entry.name.startswith("run-"):
+        born = entry.name.split("-")
+        if entry.name.startswith("run-") and born[1].isdigit() and int(born[1]) < time.time() - SWEEP_AFTER_SECONDS:
             with contextlib.suppress(OSError):
                 os.rmdir(entry.path)
 

@@ -30,7 +30,7 @@ from agent_memory.agents import (
     isolation_report,
     user_work_root,
 )
-from agent_memory.agents._cgroups import CGROUP_ROOT, GROUP
+from agent_memory.agents._cgroups import CGROUP_ROOT, GROUP, run_cgroup
 from agent_memory.agents._executor import SANDBOX_UNAVAILABLE_EXIT_CODE
 from agent_memory.agents._sandbox import sandbox_uid
 from agent_memory.agents._seccomp import SECCOMP_HINT, SeccompUnavailable
@@ -476,3 +476,15 @@ def test_saved_configs_with_the_old_options_still_load(home: Path) -> None:
 def test_the_team_specs_executor_section_sets_the_whole_run_limits() -> None:
     policy = ExecutorSpec(run_memory_mb=512, run_limits="process").sandbox_policy()
     assert (policy.run_memory_mb, policy.run_limits) == (512, "process")
+
+
+@as_root
+def test_making_a_runs_cgroup_leaves_the_fresh_empty_cgroup_of_another_run() -> None:
+    # Empty from its creation until its run joins it: a concurrent run's sweep removed it, and that run failed.
+    first = run_cgroup(64, 8)
+    try:
+        second = run_cgroup(64, 8)
+        second.release()
+        assert all(directory.is_dir() for directory in first.dirs)
+    finally:
+        first.release()
