@@ -22,6 +22,7 @@ from chainlit.config import config as chainlit_config
 from chainlit.data.chainlit_data_layer import ChainlitDataLayer
 from chainlit.server import app as server_app
 from chainlit.server import router as server_router
+from chainlit.server import sio
 from chainlit.types import CommandDict, ThreadDict
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
@@ -33,13 +34,19 @@ from chainlit_app import (
     header_login,
     inspector,
     login_throttle,
+    peers,
     request_limits,
     security_headers,
     sessions,
 )
 from chainlit_app.chat import ChatSession, memory_overview, search_overview
+from chainlit_app.chat_slots import ChatSlots
 from chainlit_app.runtime import AgentMemoryDataLayer, close_store, database_url, drop_chainlit_ci_key, get_store
 from chainlit_app.thread_pages import ForeignThreadPages
+
+# `chainlit run` builds uvicorn's config after loading this module, and uvicorn reads this then: with it,
+# request.client is the TCP peer, never an X-Forwarded-For value (`agent-memory ui` sets it as well).
+peers.keep_the_tcp_peer(os.environ)
 
 inspector.mount(server_app)
 
@@ -81,7 +88,7 @@ server_app.add_middleware(
     origins=sessions.allowed_origins(os.environ),
 )
 server_app.add_middleware(request_limits.RequestLimits)  # disabled uploads, big login bodies: refused unread
-login_throttle.mount(server_app, login_throttle.LoginThrottle.from_env())
+login_throttle.mount(server_app, login_throttle.LoginThrottle.from_env(), peers.trusted_proxies())
 server_app.add_middleware(security_headers.SecurityHeaders)  # CSP: no remote images, no fetches elsewhere
 if _allowed_hosts := [h.strip() for h in os.environ.get("AGENT_MEMORY_UI_ALLOWED_HOSTS", "").split(",") if h.strip()]:
     # Requests naming another Host (DNS rebinding, a misrouted proxy) are refused with 400.
@@ -153,7 +160,7 @@ async def _password_login(username: str, password: str) -> cl.User | None:
 
 if header_auth_enabled():
     _TRUSTED_HEADER = header_login.trusted_header()
-    if not header_login.trusted_proxies():
+    if not peers.trusted_proxies():
         logging.getLogger(__name__).warning(
             "header login is on but AGENT_MEMORY_UI_TRUSTED_PROXIES is empty: every header login is refused"
         )
@@ -176,13 +183,35 @@ def _identifier() -> str:
     return str(user.identifier)
 
 
-async def _open_session() -> None:
+_chat_slots = ChatSlots.from_env(os.environ)
+
+
+def _socket_open() -> bool:
+    # False from the moment the socket starts disconnecting, so also while (and after) on_chat_end runs.
+    socket_id = getattr(cl.context.session, "socket_id", None)
+    return socket_id is None or bool(sio.manager.is_connected(socket_id, "/"))
+
+
+async def _open_session() -> ChatSession | None:
+    """Start this socket's chat session, or say why not (None): the user holds the most sessions allowed."""
     # A resumed thread needs nothing extra: Chainlit set session.thread_id to it (after refusing the
     # socket if the thread belongs to someone else), and the builder's MemoryContext loads its saved state.
-    await cl.context.emitter.set_commands(COMMANDS)
-    session = ChatSession(user_id=_identifier(), thread_id=cl.context.session.thread_id, store=await get_store())
+    user, store = _identifier(), await get_store()
+    current: ChatSession | None = cl.user_session.get("chat")
+    if current is not None:  # a message raced the chat start: one session (and slot) per socket
+        return current
+    # No await from taking the slot to storing the session: on_chat_end finds the session, or we see it closing.
+    if not _chat_slots.take(user):
+        await cl.Message(content=_chat_slots.refusal(), author="agent-memory").send()
+        return None
+    if not _socket_open():  # it closed while we got here: on_chat_end has run, or runs without this session
+        _chat_slots.give_back(user)
+        return None
+    session = ChatSession(user_id=user, thread_id=cl.context.session.thread_id, store=store)
     cl.user_session.set("chat", session)
+    await cl.context.emitter.set_commands(COMMANDS)
     await session.start()
+    return session
 
 
 @cl.on_chat_start
@@ -198,10 +227,10 @@ async def _on_chat_resume(thread: ThreadDict) -> None:
 @cl.on_message
 async def _on_message(message: cl.Message) -> None:
     session: ChatSession | None = cl.user_session.get("chat")
-    if session is None:
-        await _open_session()
-        session = cl.user_session.get("chat")
-        assert session is not None
+    if session is None:  # refused at chat start, or reconnected after its session ended: try (again)
+        session = await _open_session()
+        if session is None:
+            return
     if message.command == "Memories":
         await memory_overview(session)
     elif message.command == "Search":
@@ -219,9 +248,15 @@ async def _on_stop() -> None:
 
 @cl.on_chat_end
 async def _on_chat_end() -> None:
+    # Chainlit calls this on every disconnect and keeps the session for a reconnect, which then starts a new one.
     session: ChatSession | None = cl.user_session.get("chat")
-    if session is not None:
+    if session is None:
+        return
+    cl.user_session.set("chat", None)  # before any await: a second call finds nothing to give back
+    try:
         await session.close()
+    finally:
+        _chat_slots.give_back(session.user_id)
 
 
 @cl.action_callback("delete_memory")

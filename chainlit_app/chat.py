@@ -168,9 +168,18 @@ class ChatSession:
         self.agents: AgentSession | None = None
         self.setup_error: str | None = None
         self._cancel: CancellationToken | None = None
+        self._settled = asyncio.Event()  # clear while start() builds the team
+        self._settled.set()
 
     async def start(self) -> None:
         """Build the team (a resumed thread gets its MemoryContext back) or explain what is missing."""
+        self._settled.clear()
+        try:
+            await self._start()
+        finally:
+            self._settled.set()
+
+    async def _start(self) -> None:
         try:
             remote = await remote_agents(self.user_id, self.thread_id)
         except Exception as exc:  # e.g. the runtime host cannot be reached: say so, run nothing here
@@ -234,6 +243,8 @@ class ChatSession:
 
     async def close(self) -> None:
         self.stop()
+        # The socket may close while the team is still being built: wait for it, or it would outlive the session.
+        await self._settled.wait()
         if self.agents is not None:
             await self.agents.close()
             self.agents = None

@@ -8,15 +8,15 @@ password login: the chat they started disappears, and the new login page fires t
 the trusted header is missing, :func:`mount` answers ``/auth/header`` itself with ``200 {"success": false}``:
 the login page shows that header login failed and the password form stays usable; nothing redirects.
 
-The header is believed only from the proxy: requests whose peer address is not in
+The header is believed only from the proxy: requests whose TCP peer is not in
 ``AGENT_MEMORY_UI_TRUSTED_PROXIES`` (comma-separated addresses or networks; empty by default, and loopback is
 not trusted unless listed) get the same ``success: false`` answer, so a local process (executed code
-included) cannot claim to be anyone by sending the header to 127.0.0.1.
+included) cannot claim to be anyone by sending the header to 127.0.0.1, nor by naming the proxy in
+``X-Forwarded-For`` (uvicorn's rewriting of the peer from that header is off, see :mod:`chainlit_app.peers`).
 """
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 from collections.abc import Mapping
@@ -27,41 +27,11 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 
+from chainlit_app.peers import TRUSTED_PROXIES_ENV, from_trusted_proxy, trusted_proxies
+
 log = logging.getLogger(__name__)
 
 HEADER_LOGIN_PATH = "/auth/header"
-TRUSTED_PROXIES_ENV = "AGENT_MEMORY_UI_TRUSTED_PROXIES"
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-
-
-def trusted_proxies(environ: Mapping[str, str] | None = None) -> list[Network]:
-    """The proxy addresses header login is accepted from (``AGENT_MEMORY_UI_TRUSTED_PROXIES``).
-
-    >>> [str(n) for n in trusted_proxies({"AGENT_MEMORY_UI_TRUSTED_PROXIES": "10.0.0.5, 192.168.1.0/24"})]
-    ['10.0.0.5/32', '192.168.1.0/24']
-    """
-    raw = (environ if environ is not None else os.environ).get(TRUSTED_PROXIES_ENV, "")
-    networks: list[Network] = []
-    for part in raw.split(","):
-        if part.strip():
-            try:
-                networks.append(ipaddress.ip_network(part.strip(), strict=False))
-            except ValueError as exc:
-                raise ValueError(f"{TRUSTED_PROXIES_ENV}: {part.strip()!r} is not an address or network") from exc
-    return networks
-
-
-def from_trusted_proxy(address: str | None, proxies: list[Network]) -> bool:
-    """True when the peer ``address`` is one of ``proxies``."""
-    if not address:
-        return False
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    return any(ip in network for network in proxies)
-
-
 MAX_IDENTIFIER_LENGTH = 255
 
 
@@ -83,7 +53,7 @@ def trusted_user(headers: Mapping[str, str], header: str) -> cl.User | None:
 
 async def _header_login(request: Request) -> Response:
     header = trusted_header()
-    peer = request.client.host if request.client else None
+    peer = request.client.host if request.client else None  # the TCP peer: nothing the client wrote
     if not from_trusted_proxy(peer, trusted_proxies()):
         log.warning("header login refused: %s is not in %s", peer, TRUSTED_PROXIES_ENV)
         return JSONResponse(

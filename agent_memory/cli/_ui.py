@@ -189,6 +189,9 @@ async def cmd_ui(args: argparse.Namespace, cli: Cli) -> int:
         **({"AGENT_MEMORY_RUNTIME": args.runtime} if args.runtime else {}),
         **({"AGENT_MEMORY_RUNTIME_TLS": args.runtime_tls} if args.runtime_tls else {}),
         AGENT_MEMORY_EXECUTOR_SHARDS=str(args.shards),
+        # Uvicorn would take the client address from X-Forwarded-For of any request from 127.0.0.1 (any local
+        # process): the app needs the TCP peer, and believes proxies in AGENT_MEMORY_UI_TRUSTED_PROXIES itself.
+        FORWARDED_ALLOW_IPS="",
     )
     if not _model_configured():
         print(

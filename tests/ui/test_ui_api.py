@@ -21,6 +21,7 @@ from ui_support import (
     add_user,
     chat_ready,
     close_context,
+    from_address,
     login,
     requires_chromium,
     running_ui,
@@ -47,7 +48,7 @@ def app(ui_database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         AGENT_MEMORY_UI_TRUSTED_PROXIES="127.0.0.1",  # the test's "proxy"; other loopback addresses are not it
         AGENT_MEMORY_UI_SESSION_HOURS="2",
     )
-    for name in ("carol", "erin", "gina", "henry", "ivan"):
+    for name in ("carol", "erin", "gina", "henry", "ivan", "kai", "lena"):
         add_user(name, f"{name}-secret-password", env)
     with running_ui(env, ARTIFACTS / "app-no-model.log") as base:
         yield base
@@ -319,11 +320,6 @@ async def test_feedback_on_ones_own_message_is_kept_and_deleted(app: str, ui_sto
 # ---------------------------------------------------------------------------------------------- sessions
 
 
-def from_address(app: str, address: str) -> httpx.AsyncClient:
-    """A client whose requests come from another loopback address (127.0.0.0/8 is all local on Linux)."""
-    return httpx.AsyncClient(base_url=app, timeout=30, transport=httpx.AsyncHTTPTransport(local_address=address))
-
-
 async def session_cookie(app: str, name: str) -> dict[str, str]:
     async with logged_in(app, name, f"{name}-secret-password") as client:
         assert (await client.get("/memory-api/memories")).status_code == 200
@@ -365,7 +361,7 @@ async def test_sessions_last_the_configured_lifetime(app: str) -> None:
     assert claims["exp"] - claims["iat"] == 2 * 3600
 
 
-async def test_failed_logins_lock_the_account_for_a_while_even_with_the_right_password(app: str) -> None:
+async def test_failed_logins_lock_the_account_from_that_address_even_with_the_right_password(app: str) -> None:
     async with httpx.AsyncClient(base_url=app, timeout=30) as client:
         for _ in range(5):
             wrong = await client.post("/login", data={"username": "henry", "password": "guess-guess-guess"})
@@ -374,6 +370,25 @@ async def test_failed_logins_lock_the_account_for_a_while_even_with_the_right_pa
     assert right.status_code == 429
     assert "try again in" in right.json()["detail"] and int(right.headers["Retry-After"]) > 0
     assert await status_with(app, await session_cookie(app, "carol")) == 200  # other accounts are unaffected
+
+
+async def test_failed_logins_from_one_address_do_not_lock_the_account_elsewhere(app: str) -> None:
+    async with from_address(app, "127.0.0.8") as stranger:
+        for _ in range(5):
+            assert (await stranger.post("/login", data={"username": "lena", "password": "x" * 12})).status_code == 401
+        assert (await stranger.post("/login", data={"username": "lena", "password": "x" * 12})).status_code == 429
+    async with from_address(app, "127.0.0.9") as lenas_laptop:
+        right = await lenas_laptop.post("/login", data={"username": "lena", "password": "lena-secret-password"})
+    assert right.status_code == 200
+
+
+async def test_guesses_sent_at_once_are_checked_only_as_far_as_the_limit_allows(app: str) -> None:
+    # The password check is slow (scrypt): every guess must count from the moment its check starts.
+    async with from_address(app, "127.0.0.4") as guesser:
+        guesses = [{"username": "kai", "password": f"guess-{i:03d}-guess"} for i in range(30)]
+        answers = await asyncio.gather(*(guesser.post("/login", data=guess) for guess in guesses))
+    statuses = sorted(answer.status_code for answer in answers)
+    assert statuses == [401] * 5 + [429] * 25
 
 
 async def test_many_failures_from_one_address_lock_that_address(app: str) -> None:

@@ -1,4 +1,5 @@
-"""Shared pieces of the browser tests (no tests here): a fresh database, the real `agent-memory ui` process.
+"""Shared pieces of the UI tests (no tests here): a fresh database, the real `agent-memory ui` process, clients
+from other loopback addresses, and chat sessions opened without a browser (:class:`ChatSocket`).
 
 The app runs exactly as a user starts it (``agent-memory ui --port N``) against its own database on the
 test server, with ``OPENAI_BASE_URL`` pointing at the scripted OpenAI-compatible server. Playwright drives
@@ -9,15 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import subprocess
 import sys
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from support.servers import free_port, running_server
 
@@ -119,3 +123,71 @@ async def close_context(context: Any) -> None:
             await page.goto("about:blank")
     with contextlib.suppress(asyncio.TimeoutError):
         await asyncio.wait_for(context.close(), timeout=15)
+
+
+def from_address(app: str, address: str) -> httpx.AsyncClient:
+    """A client whose requests come from another loopback address (127.0.0.0/8 is all local on Linux)."""
+    return httpx.AsyncClient(base_url=app, timeout=30, transport=httpx.AsyncHTTPTransport(local_address=address))
+
+
+class ChatSocket:
+    """One chat session as any script holding a user's cookie can open it: Socket.IO over plain HTTP requests
+    (Engine.IO long polling), no browser.
+
+    :meth:`close` returns once the server has handled the disconnect (it runs its handlers, ``on_chat_end``
+    included, before answering), so what the close frees is free when it returns.
+    """
+
+    PATH = "/ws/socket.io/"
+
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self.client = client
+        self.params = {"EIO": "4", "transport": "polling"}
+        self.messages: list[str] = []  # the chat messages received so far, in order
+        self._read = 0  # how many of them message_containing has passed
+
+    async def open(self) -> None:
+        """Connect and start the chat session (Chainlit then runs ``on_chat_start``)."""
+        handshake = await self.client.get(self.PATH, params=self.params)
+        assert handshake.text.startswith("0"), handshake.text
+        self.params["sid"] = json.loads(handshake.text[1:])["sid"]
+        auth = {"sessionId": str(uuid.uuid4()), "clientType": "webapp", "threadId": None, "userEnv": "{}"}
+        await self._send("40" + json.dumps(auth))
+        answer = await self._receive()
+        assert answer and answer[0].startswith("40{"), answer  # "44...": the connection was refused
+        await self._send('42["connection_successful"]')
+
+    async def send(self, text: str) -> None:
+        """Send ``text`` as the user's chat message."""
+        message = {"id": str(uuid.uuid4()), "createdAt": "2026-01-01T00:00:00Z", "output": text, "type": "user_message"}
+        await self._send("42" + json.dumps(["client_message", {"message": message, "fileReferences": []}]))
+
+    async def message_containing(self, *texts: str, timeout_s: float = 60) -> str:
+        """The next chat message that contains one of ``texts`` (received already, or still to come)."""
+        async with asyncio.timeout(timeout_s):
+            while True:
+                while self._read < len(self.messages):
+                    self._read += 1
+                    if any(text in self.messages[self._read - 1] for text in texts):
+                        return self.messages[self._read - 1]
+                for packet in await self._receive():
+                    if packet.startswith("42"):
+                        event, *args = json.loads(packet[2:])
+                        if event == "new_message":
+                            self.messages.append(str(args[0].get("output", "")))
+
+    async def close(self) -> None:
+        await self._send("1")
+
+    async def _send(self, packet: str) -> None:
+        sent = await self.client.post(self.PATH, params=self.params, content=packet.encode())
+        assert sent.status_code == 200, sent.text
+
+    async def _receive(self) -> list[str]:
+        """The packets the server has queued (waits for at least one)."""
+        polled = await self.client.get(self.PATH, params=self.params)
+        assert polled.status_code == 200, polled.text
+        packets = polled.text.split("\x1e")
+        if "2" in packets:  # the server's ping: unanswered, it ends the session
+            await self._send("3")
+        return [p for p in packets if p not in ("2", "6")]
