@@ -370,6 +370,7 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
                 await asyncio.wait_for(asyncio.shield(proc.wait()), 10)
             finished = True
             reader.cancel()
+            command.release()  # its cgroup: the run is over
             raise
         finally:
             # Whatever the code left behind dies with bubblewrap (its PID namespace ends).

@@ -339,12 +339,29 @@ async def test_the_processes_of_a_run_share_one_memory_limit(home: Path) -> None
 
 @as_root
 async def test_a_runs_cgroup_is_gone_when_the_run_ends(home: Path) -> None:
-    def runs() -> set[Path]:  # cancelled runs of earlier tests may have left theirs, for a later sweep
-        return {p for group in ("memory", "pids", "") for p in (CGROUP_ROOT / group / GROUP).glob("run-*")}
-
-    before = runs()
+    before = _run_cgroups()  # a run of another process may leave one behind, for a later sweep
     assert await run(executor_for(home, "mallory"), "echo done") == (0, "done\n")
-    assert runs() <= before
+    assert _run_cgroups() <= before
+
+
+@as_root
+async def test_a_cancelled_runs_cgroup_is_gone_too(home: Path) -> None:
+    before = _run_cgroups()
+    seconds = marker_seconds()
+    stopped = asyncio.create_task(run(executor_for(home, "mallory"), f"sleep {seconds}"))
+    for _ in range(1200):  # polled: another process starting is not an event we can await
+        if processes_with(f"sleep {seconds}"):
+            break
+        await asyncio.sleep(0.05)
+    assert _run_cgroups() - before  # it runs in a cgroup of its own
+    stopped.cancel()  # a Stop in the chat, a cancelled remote turn
+    with pytest.raises(asyncio.CancelledError):
+        await stopped
+    assert _run_cgroups() <= before
+
+
+def _run_cgroups() -> set[Path]:
+    return {p for group in ("memory", "pids", "") for p in (CGROUP_ROOT / group / GROUP).glob("run-*")}
 
 
 @as_root
