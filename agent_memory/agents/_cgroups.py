@@ -34,6 +34,7 @@ CGROUP_HINT = (
     "the executor's run_limits to `process` to accept per-process limits only"
 )
 SWEEP_AFTER_SECONDS = 600
+RELEASE_WAIT_SECONDS = 5.0
 # Joins the cgroups named before "--", then becomes the command after it. Runs as root, before bubblewrap.
 _JOIN = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 126; shift; done; shift; exec "$@"'
 
@@ -59,9 +60,20 @@ class RunCgroup:
         note = None
         if self._oom_kills():
             note = f"Killed: the run used all of its memory ({self.memory_mb} MB for the whole run, run_memory_mb)"
+        # The run's last processes may still be exiting (a killed PID namespace ends asynchronously): a cgroup
+        # with tasks cannot be removed yet, so try for a moment; one still busy is left to a later sweep.
+        deadline = time.monotonic() + RELEASE_WAIT_SECONDS
         for directory in self.dirs:
-            with contextlib.suppress(OSError):  # still busy: removed by the next run's sweep
-                directory.rmdir()
+            while True:
+                try:
+                    directory.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.02)
         return note
 
     def _oom_kills(self) -> int:

@@ -370,7 +370,8 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
                 await asyncio.wait_for(asyncio.shield(proc.wait()), 10)
             finished = True
             reader.cancel()
-            command.release()  # its cgroup: the run is over
+            with contextlib.suppress(asyncio.CancelledError):  # its cgroup, off the loop
+                await asyncio.shield(asyncio.to_thread(command.release))
             raise
         finally:
             # Whatever the code left behind dies with bubblewrap (its PID namespace ends).
