@@ -78,6 +78,13 @@ class Settings(BaseSettings):
         "on an empty database (0: one plain table). An existing database keeps its layout.",
     )
 
+    runs_memory_mb: int | None = Field(
+        default=None,
+        ge=64,
+        description="Memory all sandboxed runs of this machine may hold together, as root (cgroup agent-memory); "
+        "unset: half of the machine's memory, so PostgreSQL and the UI keep the rest.",
+    )
+
     def resolved_home(self) -> Path:
         """The state directory with ``~`` expanded (not created)."""
         return self.home.expanduser()

@@ -26,6 +26,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..config import get_settings
+
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 GROUP = "agent-memory"
 CGROUP_HINT = (
@@ -58,8 +60,15 @@ class RunCgroup:
     def release(self) -> str | None:
         """Remove the cgroup (the run has ended); a note for the run's output when its memory ran out."""
         note = None
-        if self._oom_kills():
+        if not _oom_kills(self.dirs):
+            pass
+        elif _peak(self.dirs) >= self.memory_mb * 2**20 * 0.95:
             note = f"Killed: the run used all of its memory ({self.memory_mb} MB for the whole run, run_memory_mb)"
+        else:  # killed below its own limit: the limit all runs share was reached
+            note = (
+                "Killed: the runs of all users together used the memory they may hold (AGENT_MEMORY_RUNS_MEMORY_MB, "
+                f"{runs_memory_mb()} MB); try again when fewer run at once"
+            )
         # The run's last processes may still be exiting (a killed PID namespace ends asynchronously): a cgroup
         # with tasks cannot be removed yet, so try for a moment; one still busy is left to a later sweep.
         deadline = time.monotonic() + RELEASE_WAIT_SECONDS
@@ -76,31 +85,31 @@ class RunCgroup:
                     time.sleep(0.02)
         return note
 
-    def _oom_kills(self) -> int:
-        for directory in self.dirs:
-            for name in ("memory.events", "memory.oom_control"):
-                with contextlib.suppress(OSError, ValueError):
-                    for line in (directory / name).read_text().splitlines():
-                        key, _, value = line.partition(" ")
-                        if key == "oom_kill":
-                            return int(value)
-        return 0
-
 
 def run_cgroup(memory_mb: int, max_processes: int, root: Path | None = None) -> RunCgroup:
     """A fresh cgroup for one run, limited to ``memory_mb`` and ``max_processes``; :class:`CgroupUnavailable`
-    when neither cgroup v2 nor the v1 memory and pids hierarchies can be written under ``root``."""
+    when neither cgroup v2 nor the v1 memory and pids hierarchies can be written under ``root``.
+
+    All runs share the parent ``agent-memory``, limited to ``AGENT_MEMORY_RUNS_MEMORY_MB`` (default: half of the
+    machine's memory): many users' runs at once run out of memory among themselves, never PostgreSQL's.
+    """
     root = root or CGROUP_ROOT
     name = f"run-{int(time.time())}-{secrets.token_hex(6)}"  # its birth time: see _sweep
     made: list[Path] = []
+    total = runs_memory_mb() * 2**20
     try:
         if (root / "cgroup.controllers").exists():
-            run = _v2_parent(root) / name
+            parent = _v2_parent(root)
+            _write_limits(parent, {"memory.max": total}, optional={"memory.max"})  # see _v1 below
+            run = parent / name
             run.mkdir()
             made.append(run)
             limits = {"memory.max": memory_mb * 2**20, "memory.swap.max": 0, "pids.max": max_processes}
             _write_limits(run, limits, optional={"memory.swap.max"})
         else:
+            # Best effort: lowering it below what running runs hold fails (EBUSY), and must not refuse this run.
+            shared = {"memory.limit_in_bytes": total}
+            _write_limits(_v1_parent(root, "memory"), shared, optional=set(shared))
             memory, pids = _v1_parent(root, "memory") / name, _v1_parent(root, "pids") / name
             for run in (memory, pids):
                 run.mkdir()
@@ -116,7 +125,20 @@ def run_cgroup(memory_mb: int, max_processes: int, root: Path | None = None) -> 
         raise CgroupUnavailable(
             f"the run's cgroup could not be made ({exc}), so code was not run: {CGROUP_HINT}"
         ) from exc
-    return RunCgroup(dirs=made, procs=[run / "cgroup.procs" for run in made], memory_mb=memory_mb)
+    procs = [run / "cgroup.procs" for run in made]
+    return RunCgroup(made, procs, memory_mb)
+
+
+def runs_memory_mb() -> int:
+    """``AGENT_MEMORY_RUNS_MEMORY_MB``, else half of the machine's memory (``/proc/meminfo``)."""
+    configured = get_settings().runs_memory_mb
+    if configured is not None:
+        return configured
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return max(64, int(line.split()[1]) // 1024 // 2)
+    return 4096
 
 
 def _v2_parent(root: Path) -> Path:
@@ -136,6 +158,8 @@ def _v1_parent(root: Path, controller: str) -> Path:
     parent = root / controller / GROUP
     if not parent.is_dir():
         parent.mkdir()
+        if controller == "memory":  # the runs count toward the parent's limit (settable while it has no children)
+            _write_limits(parent, {"memory.use_hierarchy": 1}, optional={"memory.use_hierarchy"})
     _sweep(parent)
     return parent
 
@@ -160,3 +184,24 @@ def _write_limits(directory: Path, limits: dict[str, int], optional: frozenset[s
         except OSError:
             if name not in optional:  # e.g. no swap accounting: nothing to limit there
                 raise
+
+
+def _oom_kills(directories: list[Path]) -> int:
+    """The kernel's count of processes killed for memory in these cgroups (the first that keeps one)."""
+    for directory in directories:
+        for name in ("memory.events", "memory.oom_control"):
+            with contextlib.suppress(OSError, ValueError):
+                for line in (directory / name).read_text().splitlines():
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+    return 0
+
+
+def _peak(directories: list[Path]) -> int:
+    """The most memory these cgroups held at once (v1 ``memory.max_usage_in_bytes``, v2 ``memory.peak``)."""
+    for directory in directories:
+        for name in ("memory.peak", "memory.max_usage_in_bytes"):
+            with contextlib.suppress(OSError, ValueError):
+                return int((directory / name).read_text().split()[0])
+    return 0

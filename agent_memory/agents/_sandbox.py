@@ -400,8 +400,11 @@ def sandboxed_command(
         argv += ["--setenv", name, value]
     made: set[str] = set()
     argv += _system_mounts()
-    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(policy.tmp_mb * 1024 * 1024)]
-    argv += ["--perms", "1777", "--tmpfs", "/tmp"]
+    tmp_bytes = str(policy.tmp_mb * 1024 * 1024)
+    argv += ["--proc", "/proc", "--dev", "/dev", "--size", tmp_bytes, "--perms", "1777", "--tmpfs", "/tmp"]
+    # /dev is a tmpfs the sandboxed user owns when bubblewrap runs unprivileged (half the RAM, no limit counts it):
+    # shared memory gets its own size-limited tmpfs, and /dev itself is read-only.
+    argv += ["--size", tmp_bytes, "--perms", "1777", "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
     argv += _interpreter_mounts(made) + _parent_dirs(str(work_dir), made)
     argv += ["--bind-fd", str(work_dir_fd), str(work_dir), "--chdir", str(work_dir)]
     argv += ["--perms", "0444", "--ro-bind-data", str(code_fd), code_path]

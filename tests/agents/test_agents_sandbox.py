@@ -308,6 +308,13 @@ async def test_a_disk_filler_is_stopped_by_the_file_size_limit(home: Path) -> No
     assert (home / "work" / "mallory" / "t1" / "big.bin").stat().st_size <= 5 * 1024 * 1024
 
 
+async def test_shared_memory_files_are_size_limited_and_dev_is_read_only(home: Path) -> None:
+    # Unprivileged, bubblewrap's /dev is a tmpfs the code's user owns, sized at half the RAM and counted by no limit.
+    fill = "head -c 50M /dev/zero > /dev/shm/fill; touch /dev/x"
+    code, out = await run(executor_for(home, "mallory", tmp_mb=8), fill)
+    assert code != 0 and "No space left" in out and "'/dev/x': Read-only file system" in out
+
+
 async def test_the_private_tmp_is_size_limited(home: Path) -> None:
     code, out = await run(executor_for(home, "mallory", tmp_mb=8), "head -c 50M /dev/zero > /tmp/fill")
     assert code != 0 and "No space left" in out
@@ -335,6 +342,17 @@ async def test_the_processes_of_a_run_share_one_memory_limit(home: Path) -> None
     policy = {"run_memory_mb": 128}
     _code, out = await run(executor_for(home, "mallory", **policy), f"for i in 1 2 3 4; do {hold} & done; wait")
     assert "used all of its memory (128 MB" in out
+
+
+@as_root
+async def test_all_runs_together_stay_under_the_machines_runs_memory_limit(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each run within its own limit, many users at once could still take the host's memory from PostgreSQL.
+    monkeypatch.setenv("AGENT_MEMORY_RUNS_MEMORY_MB", "96")
+    code, out = await run(executor_for(home, "mallory"), _SHARED_MEMORY, "python")
+    assert code != 0 and "held 300 MB" not in out
+    assert "the runs of all users together used the memory they may hold (AGENT_MEMORY_RUNS_MEMORY_MB, 96 MB)" in out
 
 
 @as_root
