@@ -184,6 +184,13 @@ def _identifier() -> str:
 
 
 _chat_slots = ChatSlots.from_env(os.environ)
+# The chat session of each socket session, by Chainlit's session id. Not in cl.user_session: Chainlit replaces
+# that dict when a socket resumes a thread, and each "connection_successful" then took a new slot and team.
+_chats: dict[str, ChatSession] = {}
+
+
+def _chat() -> ChatSession | None:
+    return _chats.get(cl.context.session.id)
 
 
 def _socket_open() -> bool:
@@ -197,18 +204,22 @@ async def _open_session() -> ChatSession | None:
     # A resumed thread needs nothing extra: Chainlit set session.thread_id to it (after refusing the
     # socket if the thread belongs to someone else), and the builder's MemoryContext loads its saved state.
     user, store = _identifier(), await get_store()
-    current: ChatSession | None = cl.user_session.get("chat")
-    if current is not None:  # a message raced the chat start: one session (and slot) per socket
+    key, thread_id = cl.context.session.id, cl.context.session.thread_id
+    current = _chats.get(key)
+    if current is not None and current.thread_id == thread_id:  # a message raced the chat start, or a resume
         return current
+    if current is not None:  # the socket resumed another thread: a new team, in the slot the socket holds
+        del _chats[key]
+        await current.close()
     # No await from taking the slot to storing the session: on_chat_end finds the session, or we see it closing.
-    if not _chat_slots.take(user):
+    elif not _chat_slots.take(user):
         await cl.Message(content=_chat_slots.refusal(), author="agent-memory").send()
         return None
     if not _socket_open():  # it closed while we got here: on_chat_end has run, or runs without this session
         _chat_slots.give_back(user)
         return None
-    session = ChatSession(user_id=user, thread_id=cl.context.session.thread_id, store=store)
-    cl.user_session.set("chat", session)
+    session = ChatSession(user_id=user, thread_id=thread_id, store=store)
+    _chats[key] = session
     await cl.context.emitter.set_commands(COMMANDS)
     await session.start()
     return session
@@ -226,7 +237,7 @@ async def _on_chat_resume(thread: ThreadDict) -> None:
 
 @cl.on_message
 async def _on_message(message: cl.Message) -> None:
-    session: ChatSession | None = cl.user_session.get("chat")
+    session = _chat()
     if session is None:  # refused at chat start, or reconnected after its session ended: try (again)
         session = await _open_session()
         if session is None:
@@ -241,7 +252,7 @@ async def _on_message(message: cl.Message) -> None:
 
 @cl.on_stop
 async def _on_stop() -> None:
-    session: ChatSession | None = cl.user_session.get("chat")
+    session = _chat()
     if session is not None:
         session.stop()
 
@@ -249,10 +260,9 @@ async def _on_stop() -> None:
 @cl.on_chat_end
 async def _on_chat_end() -> None:
     # Chainlit calls this on every disconnect and keeps the session for a reconnect, which then starts a new one.
-    session: ChatSession | None = cl.user_session.get("chat")
+    session = _chats.pop(cl.context.session.id, None)  # before any await: a second call finds nothing to give back
     if session is None:
         return
-    cl.user_session.set("chat", None)  # before any await: a second call finds nothing to give back
     try:
         await session.close()
     finally:
@@ -261,6 +271,6 @@ async def _on_chat_end() -> None:
 
 @cl.action_callback("delete_memory")
 async def _delete_memory(action: cl.Action) -> None:
-    session: ChatSession | None = cl.user_session.get("chat")
+    session = _chat()
     if session is not None:
         await session.delete_memory(str(action.payload.get("key", "")))

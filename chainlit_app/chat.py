@@ -57,7 +57,8 @@ FENCE_LANGUAGE_RE = re.compile(r"^```(\w+)", re.MULTILINE)  # the languages of t
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~&=:@$^])")
 # What GitHub-flavoured markdown turns into a link by itself (escaping its dots does not stop it): URLs with a
 # scheme, www. addresses, e-mail addresses. (A pipe ends one: inside a table, even inline code cannot hold it.)
-_LINKISH = re.compile(r"(?i)(?:\b[a-z][a-z0-9+.\-]*://|\bwww\.)[^\s|]+|[^\s@`|]+@[^\s@`|]+\.[^\s@`|]+")
+# No word boundary before them: "_www.x" links too, and Python's \b sees none after "_".
+_LINKISH = re.compile(r"(?i)(?:[a-z][a-z0-9+.\-]*://|www\.)[^\s|]+|[^\s@`|]+@[^\s@`|]+\.[^\s@`|]+")
 
 
 def as_text(value: str) -> str:

@@ -8,8 +8,10 @@ body to disk before the password is looked at. :class:`RequestLimits` answers fi
 - ``/project/file`` answers 403 while ``[features.spontaneous_file_upload]`` is not enabled in Chainlit's
   ``config.toml`` (``chainlit_app/config.toml`` disables it; the app asks for no files either, which would
   use the same route);
-- the bodies of the routes anyone may call before logging in (:data:`BODY_LIMITS`) answer 413 past their
-  bound: at once when ``Content-Length`` says so, else as soon as the streamed bytes pass it.
+- request bodies answer 413 past their bound, at once when ``Content-Length`` says so, else as soon as the
+  streamed bytes pass it: the routes anyone may call before logging in (:data:`BODY_LIMITS`), every other
+  route (:data:`DEFAULT_BODY_LIMIT`: FastAPI parses a body before it checks the session), and uploads when
+  they are on (Chainlit's ``max_size_mb``).
 
 Example:
     >>> BODY_LIMITS["/login"]
@@ -28,6 +30,10 @@ UPLOAD_PATH = "/project/file"
 # A login form holds a user name and a password of at most 1,024 characters; the sticky-session cookie
 # Chainlit's client sets before opening its socket is a session id.
 BODY_LIMITS = {"/login": 64 * 1024, "/set-session-cookie": 4 * 1024}
+# Every other route: FastAPI reads and parses a JSON body before it checks the session, so without a bound
+# anyone could make the UI hold hundreds of MB (PUT /feedback with 400 MB: 134 -> 935 MB). The UI's own JSON
+# (feedback, thread lists, actions, elements) is a few kilobytes; chat messages come over the socket.
+DEFAULT_BODY_LIMIT = 1024 * 1024
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -50,12 +56,18 @@ def uploads_enabled() -> bool:
     return bool(spec is not None and spec.enabled)
 
 
+def upload_limit() -> int:
+    """Bytes an upload may have when uploads are on: Chainlit's ``max_size_mb``, plus room for the form."""
+    spec = chainlit_config.features.spontaneous_file_upload
+    return int((getattr(spec, "max_size_mb", None) or 500) * 1024 * 1024) + 64 * 1024
+
+
 class _TooLarge(Exception):
     pass
 
 
 class RequestLimits:
-    """ASGI middleware: refuse disabled uploads and oversized bodies of unauthenticated routes, unread."""
+    """ASGI middleware: refuse disabled uploads and oversized bodies, unread."""
 
     def __init__(
         self,
@@ -63,10 +75,12 @@ class RequestLimits:
         *,
         uploads: Callable[[], bool] = uploads_enabled,
         limits: dict[str, int] | None = None,
+        default_limit: int = DEFAULT_BODY_LIMIT,
     ) -> None:
         self.app = app
         self.uploads = uploads
         self.limits = BODY_LIMITS if limits is None else limits
+        self.default_limit = default_limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -79,10 +93,7 @@ class RequestLimits:
         if path == UPLOAD_PATH and not self.uploads():
             await answer(send, 403, "file uploads are disabled")
             return
-        limit = self.limits.get(path)
-        if limit is None:
-            await self.app(scope, receive, send)
-            return
+        limit = self.limits.get(path, self.default_limit if path != UPLOAD_PATH else upload_limit())
         declared = _content_length(scope)
         if declared is not None and declared > limit:
             await answer(send, 413, f"request body over {limit} bytes")

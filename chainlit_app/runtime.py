@@ -15,6 +15,7 @@ from collections.abc import MutableMapping
 from typing import Any
 
 from autogen_core import AgentRuntime
+from chainlit.context import context
 from chainlit.data.chainlit_data_layer import ChainlitDataLayer
 
 from agent_memory import MemoryStore
@@ -146,8 +147,11 @@ class AgentMemoryDataLayer(ChainlitDataLayer):
         await super().update_step(step_dict)
 
     async def _moves_a_step(self, step_dict: Any) -> bool:
+        # A step that names no thread keeps its own (COALESCE in Chainlit's upsert) but still gets this content:
+        # it must then be a step of this socket's thread.
+        thread_id = step_dict.get("threadId") or _session_thread()
         found = await ThreadStore((await get_store()).db).step(str(step_dict.get("id")))
-        if found is None or found[0] == step_dict.get("threadId"):
+        if found is None or found[0] == thread_id:
             return False
         log.warning("refused to move step %s from thread %s to %s", step_dict.get("id"), found[0],
                     step_dict.get("threadId"))  # fmt: skip
@@ -159,3 +163,11 @@ class AgentMemoryDataLayer(ChainlitDataLayer):
         await super().delete_thread(thread_id)
         if owner is not None:
             await threads.delete_saved_contexts(thread_id, user_id=owner)
+
+
+def _session_thread() -> str | None:
+    """The thread of the chat session being served, if this runs in one."""
+    try:
+        return str(context.session.thread_id)
+    except Exception:  # outside a Chainlit session (ChainlitContextException), e.g. an HTTP route
+        return None

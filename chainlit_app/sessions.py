@@ -31,6 +31,7 @@ Example:
 from __future__ import annotations
 
 import logging
+import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -201,6 +202,10 @@ class SessionGuard:
         await self.app(await self._checked(scope), receive, send)
 
     def _origin_allowed(self, scope: Scope) -> bool:
+        # JSONP polling (?j=N) answers as a script a page on any site could include, with the user's cookie and
+        # no Origin header: the browser client never uses it.
+        if any(key == b"j" for key, _ in urllib.parse.parse_qsl(scope.get("query_string", b""))):
+            return False
         origin = _header(scope, b"origin")
         if origin is None:  # not sent by a browser page (Origin is always sent on a websocket from one)
             return True

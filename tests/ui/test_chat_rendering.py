@@ -88,6 +88,12 @@ def test_web_and_mail_addresses_are_code_that_no_renderer_links() -> None:
     assert "<code>www.evil.example</code>" in html and "<code>admin@evil.example</code>" in html
 
 
+def test_addresses_glued_to_an_underscore_are_code_too() -> None:
+    # GitHub-flavoured markdown links "_www.x" and "_https://x"; Python's \\b sees no boundary after "_".
+    html = rendered(as_text("_www.evil.example/a _https://evil.example/b_ x_www.evil.example/e"))
+    assert html.count("<code>") == 3
+
+
 def test_tool_output_that_starts_with_a_fence_stays_in_one_code_block() -> None:
     # Chainlit's client fences a step's text only when it does not start with a fence itself.
     output = "```\n# Session expired\n[Log in again](https://evil.example/login)\n```\n> quoted"

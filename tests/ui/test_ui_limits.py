@@ -7,12 +7,15 @@ uvicorn on its own would believe about ``X-Forwarded-For``.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 
 import httpx
 import pytest
 from ui_support import ARTIFACTS, ChatSocket, add_user, from_address, running_ui, ui_env
+
+from agent_memory import MemoryStore
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session")]
 
@@ -145,3 +148,25 @@ async def test_a_refused_chat_starts_when_its_user_writes_after_a_place_is_free(
             await socket.close()
     assert REFUSED in refusal
     assert NO_MODEL in answer  # the session started (the chat start's notice and the message's answer both say so)
+
+
+async def test_a_socket_resuming_its_thread_again_and_again_holds_one_place(app: str, ui_store: MemoryStore) -> None:
+    # Chainlit replaces a socket's user session on each resume: the chat kept there was lost, and every
+    # "connection_successful" took one more place and built one more team, never given back.
+    async with logged_in(app, "sam") as client:
+        pool = ui_store.db.pool
+        owner = await pool.fetchval('SELECT id FROM "User" WHERE identifier = $1', "sam")
+        thread_id = str(uuid.uuid4())
+        await pool.execute('INSERT INTO "Thread" (id, "userId", name) VALUES ($1, $2, $3)', thread_id, owner, "t")
+        resumed = ChatSocket(client)
+        await resumed.open(thread_id)
+        await resumed.message_containing(NO_MODEL, REFUSED)
+        for _ in range(4):
+            await resumed.start_again()
+        await resumed.send("still one chat?")
+        await resumed.message_containing("Your message was not run", REFUSED)
+        await resumed.close()
+        fresh = [await chat(client) for _ in range(2)]  # the whole limit, now that every socket is closed
+        for socket, _ in fresh:
+            await socket.close()
+    assert [NO_MODEL in first for _, first in fresh] == [True, True]

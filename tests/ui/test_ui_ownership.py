@@ -72,3 +72,28 @@ async def test_a_step_of_ones_own_thread_is_still_written_and_updated(
     await layer.create_step(_message(new_step, thread, "second"))
     rows = await ui_store.db.pool.fetch('SELECT id, output FROM "Step" WHERE "threadId" = $1', thread)
     assert {r["id"]: r["output"] for r in rows} == {step: "edited", new_step: "second"}
+
+
+async def test_an_update_naming_no_thread_cannot_rewrite_another_users_step(
+    layer: AgentMemoryDataLayer, ui_store: MemoryStore
+) -> None:
+    # Chainlit keeps the step's thread when the update names none, and writes the new content.
+    bob_thread, bob_step = await _thread_with_a_step(ui_store, "bob-none", "bob's words")
+    mallory_thread, _ = await _thread_with_a_step(ui_store, "mallory-none", "hello")
+    init_http_context(thread_id=mallory_thread)  # mallory's session
+
+    await layer.update_step({**_message(bob_step, mallory_thread, "rewritten by mallory"), "threadId": None})
+
+    row = await ui_store.db.pool.fetchrow('SELECT "threadId", output FROM "Step" WHERE id = $1', bob_step)
+    assert (row["threadId"], row["output"]) == (bob_thread, "bob's words")
+
+
+async def test_an_update_naming_no_thread_changes_a_step_of_the_sessions_thread(
+    layer: AgentMemoryDataLayer, ui_store: MemoryStore
+) -> None:
+    thread, step = await _thread_with_a_step(ui_store, "carol-none", "streaming")
+    init_http_context(thread_id=thread)
+
+    await layer.update_step({**_message(step, thread, "done"), "threadId": None})
+
+    assert await ui_store.db.pool.fetchval('SELECT output FROM "Step" WHERE id = $1', step) == "done"

@@ -146,15 +146,20 @@ class ChatSocket:
         self.messages: list[str] = []  # the chat messages received so far, in order
         self._read = 0  # how many of them message_containing has passed
 
-    async def open(self) -> None:
-        """Connect and start the chat session (Chainlit then runs ``on_chat_start``)."""
+    async def open(self, thread_id: str | None = None) -> None:
+        """Connect and start the chat session (Chainlit then runs ``on_chat_start``, or ``on_chat_resume`` for
+        ``thread_id``)."""
         handshake = await self.client.get(self.PATH, params=self.params)
         assert handshake.text.startswith("0"), handshake.text
         self.params["sid"] = json.loads(handshake.text[1:])["sid"]
-        auth = {"sessionId": str(uuid.uuid4()), "clientType": "webapp", "threadId": None, "userEnv": "{}"}
+        auth = {"sessionId": str(uuid.uuid4()), "clientType": "webapp", "threadId": thread_id, "userEnv": "{}"}
         await self._send("40" + json.dumps(auth))
         answer = await self._receive()
         assert answer and answer[0].startswith("40{"), answer  # "44...": the connection was refused
+        await self.start_again()
+
+    async def start_again(self) -> None:
+        """Ask the server to (re)start this socket's chat, as Chainlit's client does after each (re)connect."""
         await self._send('42["connection_successful"]')
 
     async def send(self, text: str) -> None:
