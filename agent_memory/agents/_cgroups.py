@@ -60,9 +60,10 @@ class RunCgroup:
     def release(self) -> str | None:
         """Remove the cgroup (the run has ended); a note for the run's output when its memory ran out."""
         note = None
+        peak = _peak(self.dirs)  # 0: the kernel does not say (v2 before Linux 5.19): take it as this run's own
         if not _oom_kills(self.dirs):
             pass
-        elif _peak(self.dirs) >= self.memory_mb * 2**20 * 0.95:
+        elif peak == 0 or peak >= self.memory_mb * 2**20 * 0.95:
             note = f"Killed: the run used all of its memory ({self.memory_mb} MB for the whole run, run_memory_mb)"
         else:  # killed below its own limit: the limit all runs share was reached
             note = (
