@@ -335,12 +335,36 @@ async def test_shared_memory_counts_against_the_runs_memory_limit(home: Path) ->
     assert "used all of its memory (64 MB for the whole run" in out
 
 
+_FOUR_HOLDERS = """
+import glob, os, signal, time
+holders = []
+for i in range(4):
+    pid = os.fork()
+    if pid == 0:
+        block = bytearray(60 * 2**20)
+        block[::4096] = b"x" * len(block[::4096])  # touched: really held
+        open(f"held-{i}", "w").close()
+        deadline = time.monotonic() + 20
+        while len(glob.glob("held-*")) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os._exit(0)
+    holders.append(pid)
+for _ in holders:
+    _pid, status = os.wait()
+    if status:  # one was killed: the others need not wait for it
+        for pid in holders:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+"""
+
+
 @as_root
 async def test_the_processes_of_a_run_share_one_memory_limit(home: Path) -> None:
-    # Each process stays far below the per-process limit; together they pass the run's.
-    hold = "python3 -c 'import time; b = bytearray(60 * 2**20); b[::4096] = b\"x\" * len(b[::4096]); time.sleep(2)'"
-    policy = {"run_memory_mb": 128}
-    _code, out = await run(executor_for(home, "mallory", **policy), f"for i in 1 2 3 4; do {hold} & done; wait")
+    # Each process stays far below the per-process limit; together they pass the run's. Each holds its 60 MB
+    # until all four hold theirs (a file each marks it), so they overlap however slowly they start.
+    _code, out = await run(executor_for(home, "mallory", run_memory_mb=128), _FOUR_HOLDERS, "python")
     assert "used all of its memory (128 MB" in out
 
 
