@@ -50,6 +50,13 @@ async def answer(send: Send, status: int, detail: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+def app_path(scope: Scope) -> str:
+    """The request's path as the app's routes see it: without Chainlit's ``root_path`` prefix."""
+    path = str(scope.get("path", ""))
+    root = chainlit_config.run.root_path or ""
+    return path[len(root) :] if root and path.startswith(root) else path
+
+
 def uploads_enabled() -> bool:
     """Whether Chainlit's config lets users upload files with their messages."""
     spec = chainlit_config.features.spontaneous_file_upload
@@ -86,10 +93,7 @@ class RequestLimits:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        path = str(scope.get("path", ""))
-        root = chainlit_config.run.root_path or ""
-        if root and path.startswith(root):
-            path = path[len(root) :]
+        path = app_path(scope)
         if path == UPLOAD_PATH and not self.uploads():
             await answer(send, 403, "file uploads are disabled")
             return

@@ -137,14 +137,10 @@ class AgentMemoryDataLayer(ChainlitDataLayer):
     """
 
     async def create_step(self, step_dict: Any) -> None:
+        # Also the check of update_step, which Chainlit's layer implements as create_step (the same upsert).
         if await self._moves_a_step(step_dict):
             return
         await super().create_step(step_dict)
-
-    async def update_step(self, step_dict: Any) -> None:
-        if await self._moves_a_step(step_dict):
-            return
-        await super().update_step(step_dict)
 
     async def _moves_a_step(self, step_dict: Any) -> bool:
         # A step that names no thread keeps its own (COALESCE in Chainlit's upsert) but still gets this content:
@@ -153,8 +149,7 @@ class AgentMemoryDataLayer(ChainlitDataLayer):
         found = await ThreadStore((await get_store()).db).step(str(step_dict.get("id")))
         if found is None or found[0] == thread_id:
             return False
-        log.warning("refused to move step %s from thread %s to %s", step_dict.get("id"), found[0],
-                    step_dict.get("threadId"))  # fmt: skip
+        log.warning("refused to move step %s from thread %s to %s", step_dict.get("id"), found[0], thread_id)
         return True
 
     async def delete_thread(self, thread_id: str) -> None:

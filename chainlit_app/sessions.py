@@ -39,13 +39,12 @@ from urllib.parse import urlsplit
 from chainlit.auth import reuseable_oauth
 from chainlit.auth.cookie import _auth_cookie_name
 from chainlit.auth.jwt import decode_jwt
-from chainlit.config import config as chainlit_config
 from chainlit.socket import _get_token as socket_token
 from engineio.async_drivers.asgi import translate_request
 from jwt import InvalidTokenError
 from starlette.requests import Request
 
-from chainlit_app.request_limits import answer
+from chainlit_app.request_limits import answer, app_path
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +134,7 @@ async def tokens_chainlit_reads(scope: Scope) -> set[str]:
     engine.io joins them into ``HTTP_COOKIE``. The readings can differ (engine.io skips a header that is not
     UTF-8, starlette does not), so the guard checks each one.
     """
-    tokens = {await reuseable_oauth(Request({**scope, "type": "http"}))}
-    tokens.add(socket_token(await translate_request(scope, _connect_event, _no_send)))
+    tokens = {await http_token(scope), socket_token(await translate_request(scope, _connect_event, _no_send))}
     return {token for token in tokens if token}
 
 
@@ -161,12 +159,6 @@ def _without_credentials(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes
     return kept
 
 
-def _app_path(scope: Scope) -> str:
-    path = str(scope.get("path", ""))
-    root = chainlit_config.run.root_path or ""
-    return path[len(root) :] if root and path.startswith(root) else path
-
-
 class SessionGuard:
     """ASGI middleware: drop session tokens whose user's session version has changed; end sessions on logout;
     refuse session renewal and the chat socket from foreign origins."""
@@ -188,7 +180,7 @@ class SessionGuard:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        path = _app_path(scope)
+        path = app_path(scope)
         if path == RENEWAL_PATH and scope["type"] == "http":
             await answer(send, 404, "Not Found")  # a fresh token for a live one would outlive the session
             return
@@ -227,7 +219,7 @@ class SessionGuard:
             if current is None or carried != current:
                 return {**scope, "headers": _without_credentials(headers)}
             users.add(user.identifier)
-        if scope["type"] == "http" and scope.get("method") == "POST" and _app_path(scope) == "/logout":
+        if scope["type"] == "http" and scope.get("method") == "POST" and app_path(scope) == "/logout":
             for identifier in users:
                 await self.end_sessions(identifier)
                 log.info("logout: ended every session of %s", identifier)

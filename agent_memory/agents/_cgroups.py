@@ -57,19 +57,19 @@ class RunCgroup:
         """``argv`` started inside this cgroup."""
         return ["/bin/sh", "-c", _JOIN, "sh", *(str(p) for p in self.procs), "--", *argv]
 
+    def _oom_note(self) -> str:
+        """Why the kernel killed a process of this run: its own limit, or the one all runs share."""
+        peak = _peak(self.dirs)  # 0: the kernel does not say (v2 before Linux 5.19): take it as this run's own
+        if peak == 0 or peak >= self.memory_mb * 2**20 * 0.95:
+            return f"Killed: the run used all of its memory ({self.memory_mb} MB for the whole run, run_memory_mb)"
+        return (  # killed below its own limit: the limit all runs share was reached
+            "Killed: the runs of all users together used the memory they may hold (AGENT_MEMORY_RUNS_MEMORY_MB, "
+            f"{runs_memory_mb()} MB); try again when fewer run at once"
+        )
+
     def release(self) -> str | None:
         """Remove the cgroup (the run has ended); a note for the run's output when its memory ran out."""
-        note = None
-        peak = _peak(self.dirs)  # 0: the kernel does not say (v2 before Linux 5.19): take it as this run's own
-        if not _oom_kills(self.dirs):
-            pass
-        elif peak == 0 or peak >= self.memory_mb * 2**20 * 0.95:
-            note = f"Killed: the run used all of its memory ({self.memory_mb} MB for the whole run, run_memory_mb)"
-        else:  # killed below its own limit: the limit all runs share was reached
-            note = (
-                "Killed: the runs of all users together used the memory they may hold (AGENT_MEMORY_RUNS_MEMORY_MB, "
-                f"{runs_memory_mb()} MB); try again when fewer run at once"
-            )
+        note = self._oom_note() if _oom_kills(self.dirs) else None
         # The run's last processes may still be exiting (a killed PID namespace ends asynchronously): a cgroup
         # with tasks cannot be removed yet, so try for a moment; one still busy is left to a later sweep.
         deadline = time.monotonic() + RELEASE_WAIT_SECONDS
@@ -109,9 +109,10 @@ def run_cgroup(memory_mb: int, max_processes: int, root: Path | None = None) -> 
             _write_limits(run, limits, optional={"memory.swap.max"})
         else:
             # Best effort: lowering it below what running runs hold fails (EBUSY), and must not refuse this run.
+            memory_parent = _v1_parent(root, "memory")
             shared = {"memory.limit_in_bytes": total}
-            _write_limits(_v1_parent(root, "memory"), shared, optional=set(shared))
-            memory, pids = _v1_parent(root, "memory") / name, _v1_parent(root, "pids") / name
+            _write_limits(memory_parent, shared, optional=set(shared))
+            memory, pids = memory_parent / name, _v1_parent(root, "pids") / name
             for run in (memory, pids):
                 run.mkdir()
                 made.append(run)
