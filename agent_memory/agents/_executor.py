@@ -31,7 +31,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 import time
 import warnings
 from collections.abc import AsyncGenerator, Sequence
@@ -54,7 +53,9 @@ from ..config import get_settings
 from ..context import OffloadedPart, Offloader, Refused
 from ..placeholders import format_memory_ref
 from ..store import MemoryStore
+from ._disk_guard import DISK_QUOTA_EXIT_CODE, DiskGuard, DiskLimits
 from ._events import MemoryStoredEvent
+from ._process_run import TIMEOUT_EXIT_CODE, run_program
 from ._progress import LiveOutput, OutputTail, status_line, while_running
 from ._sandbox import (
     INSTALL_HINT,
@@ -70,16 +71,13 @@ from ._sandbox import (
     sandboxed_command,
     tasks_of_uid,
 )
+from ._workspace import user_work_root
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_OUTPUT_BYTES = 20 * 1024 * 1024
 # Longest storage error message posted to the team (the log has it in full, with its traceback).
 _ERROR_NOTE_CHARS = 300
-KILL_GRACE_SECONDS = 2.0
-_READ_CHUNK = 64 * 1024
-TIMEOUT_EXIT_CODE = 124  # same codes as AutoGen's executor (and coreutils `timeout`)
-CANCELLED_EXIT_CODE = 125
 SANDBOX_UNAVAILABLE_EXIT_CODE = 126  # like a shell's "cannot execute"
 
 
@@ -108,19 +106,6 @@ class LocalProcessGroupExecutorConfig(BaseModel):
     home: str | None = None
 
 
-async def _exited(proc: asyncio.subprocess.Process, limit_s: float) -> bool:
-    """True once the process has exited (``returncode`` is set on exit, before its pipes close)."""
-    deadline = time.monotonic() + limit_s
-    delay = 0.005
-    while proc.returncode is None:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return False
-        await asyncio.sleep(min(delay, remaining))
-        delay = min(delay * 2, 0.05)
-    return True
-
-
 def _decode(raw: bytes, *, truncated: bool) -> tuple[str, bool]:
     """(text, not_utf8). Binary output is shown (and stored) with ``\\xNN`` escapes, and flagged; a cap that
     cut a multi-byte character in half only drops that partial character."""
@@ -130,11 +115,6 @@ def _decode(raw: bytes, *, truncated: bool) -> tuple[str, bool]:
         except UnicodeDecodeError:
             continue
     return raw.decode("utf-8", errors="backslashreplace"), True
-
-
-def _kill_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
 
 
 class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalProcessGroupExecutorConfig]):
@@ -205,6 +185,19 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
             self._uid = await asyncio.to_thread(sandbox_uid, home, owner)
         return self._uid
 
+    def _disk_guard(self) -> DiskGuard | None:
+        """The quota of the owner's files (all their threads' directories) and the disk's reserve; none unisolated."""
+        if self._sandbox.isolation == "none":
+            return None
+        work_dir = Path(self.work_dir)
+        root = work_dir
+        if self._owner is not None:
+            owner_root = user_work_root(self._home or get_settings().resolved_home(), self._owner)
+            root = owner_root if work_dir.parent == owner_root else work_dir
+        mb, policy = 1024 * 1024, self._sandbox
+        limits = DiskLimits(policy.work_quota_mb * mb, policy.work_max_files, policy.disk_reserve_mb * mb)
+        return DiskGuard(root, limits)
+
     async def _command(self, lang: str, code: str, filename: str | None) -> SandboxedCommand:
         work_dir = Path(self.work_dir)
         uid = await self.sandbox_uid()
@@ -266,6 +259,13 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
                     exit_code = 1
                     chunks.append(b"Filename is not in the workspace\n")
                     break
+                disk = self._disk_guard()
+                refused, disk_note = await disk.before_run() if disk is not None else (None, None)
+                if refused is not None:
+                    exit_code = DISK_QUOTA_EXIT_CODE
+                    chunks.append(f"Not run: {refused}\n".encode())
+                    log.warning("code of %s not run: %s", self._owner, refused)
+                    break
                 try:
                     command = await self._command(lang, code, filename)
                 except SandboxUnavailable as exc:
@@ -275,9 +275,17 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
                     break
                 if filename is None:
                     file_names.extend(command.cleanup)
-                code_rc, block_timed_out, data, block_total = await self._run_one(
-                    command, self._max_output_bytes - kept, cancellation_token
-                )
+                try:
+                    ran = await run_program(
+                        command, limit_s=self._timeout, cap=self._max_output_bytes - kept, token=cancellation_token,
+                        output_tail=self.output_tail, disk=disk,
+                    )  # fmt: skip
+                finally:
+                    if disk is not None:
+                        disk.after_run()
+                code_rc, block_timed_out, data, block_total = ran.exit_code, ran.timed_out, ran.kept, ran.total
+                if disk_note is not None:
+                    data += f"\n{disk_note}\n".encode()
                 if note := await asyncio.to_thread(command.release):  # its cgroup, and whether memory ran out
                     data += f"\n{note}\n".encode()
                 if code_rc == 1 and data.startswith(b"bwrap: ") and self._sandbox.isolation != "none":
@@ -314,80 +322,6 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
             languages=tuple(languages),
             not_utf8=not_utf8,
         )
-
-    async def _run_one(
-        self, command: SandboxedCommand, cap: int, cancellation_token: CancellationToken
-    ) -> tuple[int, bool, bytes, int]:
-        """Run one sandboxed program in a new session; return (exit code, timed out, kept bytes, total bytes)."""
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *command.argv,
-                cwd="/",  # never a directory the user controls
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"},
-                start_new_session=True,  # its own group: killpg reaches bubblewrap; the sandbox dies with it
-                pass_fds=command.pass_fds,
-            )
-        finally:
-            command.close()
-        pgid = proc.pid
-        assert proc.stdout is not None
-        kept = bytearray()
-        total = 0
-
-        async def read_all(stream: asyncio.StreamReader) -> None:
-            nonlocal total
-            while chunk := await stream.read(_READ_CHUNK):
-                if self.output_tail is not None:
-                    self.output_tail.feed(chunk)
-                total += len(chunk)
-                room = cap - len(kept)
-                if room > 0:
-                    kept.extend(chunk[:room])
-
-        reader = asyncio.create_task(read_all(proc.stdout))
-        finished = False
-
-        def on_cancel() -> None:
-            if not finished:  # after the group is gone its id may be reused: never signal it then
-                _kill_group(pgid, signal.SIGKILL)
-
-        # Cancelling the token kills the run even if nobody cancels this task.
-        cancellation_token.add_callback(on_cancel)
-        timed_out = False
-        try:
-            # Not ``proc.wait()``: asyncio only returns from it once every pipe is closed.
-            if not await _exited(proc, self._timeout):
-                timed_out = True
-                _kill_group(pgid, signal.SIGTERM)
-                if not await _exited(proc, KILL_GRACE_SECONDS):
-                    _kill_group(pgid, signal.SIGKILL)
-        except asyncio.CancelledError:
-            _kill_group(pgid, signal.SIGKILL)
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(proc.wait()), 10)
-            finished = True
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):  # its cgroup, off the loop
-                await asyncio.shield(asyncio.to_thread(command.release))
-            raise
-        finally:
-            # Whatever the code left behind dies with bubblewrap (its PID namespace ends).
-            _kill_group(pgid, signal.SIGKILL)
-        try:
-            await asyncio.wait_for(reader, 10)
-        except TimeoutError:  # only possible without the sandbox (isolation "none"): a descendant holds the pipe
-            reader.cancel()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(proc.wait(), 10)
-        finished = True
-        if cancellation_token.is_cancelled():
-            kept.extend(b"\nCancelled: the run was killed\n")
-            return CANCELLED_EXIT_CODE, False, bytes(kept), total
-        rc = TIMEOUT_EXIT_CODE if timed_out else (proc.returncode if proc.returncode is not None else 1)
-        return rc, timed_out, bytes(kept), total
 
     def _to_config(self) -> LocalProcessGroupExecutorConfig:  # type: ignore[override]
         return LocalProcessGroupExecutorConfig(

@@ -5,9 +5,9 @@ UTS, mount and network namespaces made by `bubblewrap <https://github.com/contai
 Flatpak and Anthropic's sandbox runtime use): system directories and the interpreter read-only, the thread's
 work directory the only writable place, a private size-limited ``/tmp``, a ``/proc`` that shows only the run's
 own processes, no network (``network="host"`` opts in), an environment built from an allowlist, resource limits
-(CPU time, memory, processes, file size), a seccomp filter that refuses kernel keyrings, new namespaces and
-mounts (:mod:`._seccomp`), and nothing that outlives the run: when the run ends, times out or is
-stopped, its PID namespace dies and every process in it with it.
+(CPU time, memory, processes, file size; the user's disk use is watched by :mod:`._disk_guard`), a seccomp
+filter that refuses kernel keyrings, new namespaces and mounts (:mod:`._seccomp`), and nothing that outlives
+the run: when the run ends, times out or is stopped, its PID namespace dies and every process in it with it.
 
 Identities: as root, each chat user's code runs under its own unprivileged uid (:func:`sandbox_uid`: derived
 from the user, recorded in ``$AGENT_MEMORY_HOME/sandbox-uids.json``, stable across restarts), so users cannot
@@ -94,6 +94,11 @@ class SandboxPolicy(BaseModel):
     )
     max_file_mb: int = Field(default=1024, ge=1, description="largest file code may write (RLIMIT_FSIZE)")
     tmp_mb: int = Field(default=256, ge=1, description="size of the private /tmp")
+    work_quota_mb: int = Field(default=4096, ge=1, description="disk the user's files may use, all threads together")
+    work_max_files: int = Field(default=100_000, ge=10, description="files and directories the user may keep")
+    disk_reserve_mb: int = Field(
+        default=1024, ge=0, description="free disk kept for the database and other users: code stops below it"
+    )
     env: list[str] = Field(default_factory=list, description="names of server environment variables code may see")
     bwrap: str = Field(default="bwrap", description="the bubblewrap program (a name on PATH or a path)")
 

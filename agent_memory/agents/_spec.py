@@ -77,6 +77,9 @@ class ExecutorSpec(BaseModel):
     run_limits: Literal["cgroup", "process"] = Field(
         default="cgroup", description="`process`: as root, per-process limits only (no cgroup needed)"
     )
+    work_quota_mb: int = Field(default=4096, ge=1, description="disk the user's files may use, all threads together")
+    work_max_files: int = Field(default=100_000, ge=10, description="files and directories the user may keep")
+    disk_reserve_mb: int = Field(default=1024, ge=0, description="free disk kept for the database and other users")
     env: list[str] = Field(default_factory=list, description="server environment variables code may see, by name")
 
     def sandbox_policy(self) -> SandboxPolicy:
@@ -86,6 +89,7 @@ class ExecutorSpec(BaseModel):
             raise ValueError(f"AGENT_MEMORY_EXECUTOR_ISOLATION={raw!r}: use bubblewrap or none")
         isolation: Literal["bubblewrap", "none"] = "none" if raw == "none" else "bubblewrap"
         limits = {"cpu_seconds", "memory_mb", "max_processes", "max_file_mb", "run_memory_mb", "run_limits"}
+        limits |= {"work_quota_mb", "work_max_files", "disk_reserve_mb"}
         fields = self.model_dump(include={"network", *limits})
         return SandboxPolicy(isolation=isolation, tmp_mb=self.tmp_mb, env=list(self.env), **fields)
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from ._disk_guard import forget_count
 from ._sandbox import UID_REGISTRY
 
 
@@ -63,6 +64,7 @@ def forget_user_files(home: Path, user_id: str) -> RemovedFiles:
         _run(["rm", "-rf", "--one-file-system", "--", str(root)])
         receipt.directories.append(str(root))
     receipt.released_uid = _release_uid(home, user_id)
+    forget_count(root)
     return receipt
 
 

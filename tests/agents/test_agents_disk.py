@@ -1,0 +1,225 @@
+"""How much disk a user's code may fill, attacked as a chat user whose code tries to fill it.
+
+Each attack would complete without the disk guard (agent_memory/agents/_disk_guard.py): the writers below write
+far more than the limits and only stop when the run is stopped.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from autogen_core import CancellationToken
+from autogen_core.code_executor import CodeBlock
+
+from agent_memory.agents import (
+    ExecutorSpec,
+    LocalProcessGroupExecutor,
+    SandboxPolicy,
+    isolation_report,
+    user_work_root,
+)
+from agent_memory.agents._disk_guard import DISK_QUOTA_EXIT_CODE, DiskGuard, DiskLimits, measure_work
+from agent_memory.agents._process_run import run_program
+from agent_memory.agents._sandbox import SandboxedCommand
+
+pytestmark = pytest.mark.skipif(not isolation_report().available, reason="bubblewrap is not usable here")
+
+MB = 1024 * 1024
+# Writes `total_mb` in 1 MB chunks over files of 20 MB (each under the per-file limit), then says so.
+WRITER = """
+import os
+chunk = b"x" * (1 << 20)
+for n in range({total_mb} // 20):
+    with open(f"{prefix}{{n}}.bin", "wb") as f:
+        for _ in range(20):
+            f.write(chunk)
+            f.flush()
+print("wrote everything")
+"""
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+def executor_for(home: Path, user: str, thread: str = "t1", **policy: object) -> LocalProcessGroupExecutor:
+    return LocalProcessGroupExecutor(
+        timeout=60,
+        work_dir=user_work_root(home, user) / thread,
+        owner=user,
+        home=home,
+        sandbox=SandboxPolicy(**policy),
+    )
+
+
+async def run(executor: LocalProcessGroupExecutor, code: str, language: str = "python") -> tuple[int, str]:
+    result = await executor.execute_code_blocks([CodeBlock(code, language)], CancellationToken())
+    return result.exit_code, result.output
+
+
+def usage_mb(home: Path, user: str) -> float:
+    root = user_work_root(home, user)
+    return sum(f.stat().st_blocks * 512 for f in root.rglob("*") if f.is_file() and not f.is_symlink()) / MB
+
+
+def free_mb(path: Path) -> int:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize // MB
+
+
+async def test_code_writing_past_the_users_quota_is_stopped(home: Path) -> None:
+    alice = executor_for(home, "alice", work_quota_mb=20)
+
+    code, out = await run(alice, WRITER.format(total_mb=1000, prefix="big"))
+
+    assert code == DISK_QUOTA_EXIT_CODE
+    assert "wrote everything" not in out
+    assert "over your quota of 20 MB" in out
+    assert usage_mb(home, "alice") < 500
+
+
+async def test_the_quota_counts_every_thread_of_the_user(home: Path) -> None:
+    first_thread = user_work_root(home, "alice") / "t1"
+    first_thread.mkdir(parents=True)
+    (first_thread / "a.bin").write_bytes(b"a" * 22 * MB)
+    second_thread = executor_for(home, "alice", "t2", work_quota_mb=20)
+
+    code, out = await run(second_thread, "echo hi", "bash")
+
+    assert code == 0
+    assert "over your quota of 20 MB" in out
+
+
+async def test_a_second_thread_cannot_grow_past_the_quota_the_first_filled(home: Path) -> None:
+    assert (await run(executor_for(home, "alice", "t1", work_quota_mb=40), WRITER.format(total_mb=20, prefix="a")))[
+        0
+    ] == 0
+    second_thread = executor_for(home, "alice", "t2", work_quota_mb=40)
+
+    code, out = await run(second_thread, WRITER.format(total_mb=1000, prefix="b"))
+
+    assert code == DISK_QUOTA_EXIT_CODE
+    assert "over your quota of 40 MB" in out
+    assert (user_work_root(home, "alice") / "t1" / "a0.bin").stat().st_size == 20 * MB  # the other thread's file
+
+
+async def test_one_users_quota_is_not_charged_to_another(home: Path) -> None:
+    assert (await run(executor_for(home, "alice", work_quota_mb=30), WRITER.format(total_mb=20, prefix="a")))[0] == 0
+
+    code, out = await run(executor_for(home, "bob", work_quota_mb=30), WRITER.format(total_mb=20, prefix="b"))
+
+    assert (code, out.strip()) == (0, "wrote everything")
+
+
+async def test_a_user_over_quota_may_delete_files_but_not_grow(home: Path) -> None:
+    alice_dir = user_work_root(home, "alice") / "t1"
+    alice_dir.mkdir(parents=True)
+    (alice_dir / "old.bin").write_bytes(b"y" * 22 * MB)  # from before the quota was lowered
+    alice = executor_for(home, "alice", work_quota_mb=20)
+
+    grow_code, grow_out = await run(alice, WRITER.format(total_mb=1000, prefix="more"))
+    delete_code, delete_out = await run(alice, "rm -f old.bin more*.bin && echo cleaned", "bash")
+
+    assert grow_code == DISK_QUOTA_EXIT_CODE and "wrote everything" not in grow_out
+    assert delete_code == 0 and "cleaned" in delete_out
+    assert "over your quota" in delete_out  # the note of a run that started over quota
+    assert usage_mb(home, "alice") < 1
+
+
+async def test_no_block_starts_past_the_slack_over_the_quota(home: Path) -> None:
+    alice_dir = user_work_root(home, "alice") / "t1"
+    alice_dir.mkdir(parents=True)
+    (alice_dir / "old.bin").write_bytes(b"y" * 280 * MB)  # the slack over 20 MB is 256 MB
+    alice = executor_for(home, "alice", work_quota_mb=20)
+
+    code, out = await run(alice, "open('ran', 'w').close()")
+
+    assert code == DISK_QUOTA_EXIT_CODE
+    assert out.startswith("Not run: your files use 280 MB") and "more than a run may overshoot" in out
+    assert not (alice_dir / "ran").exists()
+
+
+async def test_short_runs_each_writing_between_two_checks_cannot_add_up_past_the_slack(home: Path) -> None:
+    alice = executor_for(home, "alice", work_quota_mb=40)  # no block starts past 40 + 256 MB
+    burst = "import uuid\nopen(f'{uuid.uuid4()}.bin', 'wb').write(b'x' * (30 << 20))\n"  # may end before a check
+
+    codes = [(await run(alice, burst))[0] for _ in range(16)]  # 480 MB if nothing stopped them
+
+    assert codes[-1] == DISK_QUOTA_EXIT_CODE
+    assert usage_mb(home, "alice") <= 40 + 256 + 30
+
+
+async def test_creating_files_past_the_file_limit_is_stopped(home: Path) -> None:
+    alice = executor_for(home, "alice", work_max_files=500)
+    spam = "import os\nos.mkdir('spam')\nfor n in range(200_000):\n    open(f'spam/{n}', 'w').close()\n"
+    spam += "print('all made')\n"
+
+    code, out = await run(alice, spam)
+
+    assert code == DISK_QUOTA_EXIT_CODE
+    assert "all made" not in out and "500 entries" in out
+    assert len(os.listdir(user_work_root(home, "alice") / "t1" / "spam")) < 200_000
+
+
+async def test_no_code_runs_while_the_disk_is_below_its_reserve(home: Path) -> None:
+    alice = executor_for(home, "alice", disk_reserve_mb=free_mb(home.parent) + 100_000)
+
+    code, out = await run(alice, "open('ran', 'w').close()")
+
+    assert code == DISK_QUOTA_EXIT_CODE
+    assert out.startswith("Not run: the disk of the work directories has") and "kept free" in out
+    assert not (user_work_root(home, "alice") / "t1" / "ran").exists()
+
+
+async def test_a_run_that_brings_the_disk_below_its_reserve_is_stopped(home: Path) -> None:
+    alice = executor_for(home, "alice", disk_reserve_mb=max(free_mb(home.parent) - 60, 0))
+
+    code, out = await run(alice, WRITER.format(total_mb=1000, prefix="fill"))
+
+    assert code == DISK_QUOTA_EXIT_CODE
+    assert "wrote everything" not in out and "kept free for the database and other users" in out
+
+
+async def test_links_the_code_makes_are_not_followed_when_its_files_are_counted(home: Path) -> None:
+    alice = executor_for(home, "alice", work_quota_mb=5)
+    # /usr holds far more than 5 MB: counted through these links, alice would be over quota.
+    assert (await run(alice, "ln -s /usr usr_link && ln -s / root_link", "bash"))[0] == 0
+
+    code, out = await run(alice, "echo still fine", "bash")
+
+    assert (code, out.strip()) == (0, "still fine")
+
+
+def test_files_are_counted_in_bytes_allocated_and_entries_past_the_limit_given(tmp_path: Path) -> None:
+    for n in range(50):
+        (tmp_path / f"f{n}").write_bytes(b"z" * 8192)
+
+    whole = measure_work(tmp_path, 1000)
+    cut = measure_work(tmp_path, 10)
+
+    assert whole.files == 51  # the 50 files and the directory itself
+    assert whole.bytes >= 50 * 8192
+    assert cut.files > 10  # enough to tell it is over the limit (counting may stop there)
+
+
+async def test_a_run_whose_disk_use_cannot_be_watched_is_stopped(tmp_path: Path) -> None:
+    class BrokenGuard(DiskGuard):
+        async def watch(self) -> str:
+            raise OSError("statvfs failed")
+
+    guard = BrokenGuard(tmp_path, DiskLimits(MB, 10, 0))
+    command = SandboxedCommand(["bash", "-c", "sleep 30; echo finished"])
+
+    ran = await run_program(command, limit_s=60, cap=1000, token=CancellationToken(), disk=guard)
+
+    assert ran.exit_code == DISK_QUOTA_EXIT_CODE
+    assert b"finished" not in ran.kept and b"could not be watched" in ran.kept
+
+
+def test_the_team_specs_executor_section_sets_the_disk_limits() -> None:
+    policy = ExecutorSpec(work_quota_mb=100, work_max_files=2000, disk_reserve_mb=0).sandbox_policy()
+
+    assert (policy.work_quota_mb, policy.work_max_files, policy.disk_reserve_mb) == (100, 2000, 0)
