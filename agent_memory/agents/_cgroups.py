@@ -5,11 +5,13 @@ could still take the host's memory (eight processes of 48 MB under a 64 MB limit
 data memory at all (``mmap(MAP_SHARED | MAP_ANONYMOUS)``, a tmpfs): one process held 512 MB under a 64 MB limit.
 The kernel's OOM killer would then pick the biggest process on the host: PostgreSQL, or the UI.
 
-As root, each run therefore gets its own cgroup, ``agent-memory/run-<id>``, in the memory and pids controllers
-(cgroup v2, or the v1 hierarchies), limited to ``SandboxPolicy.run_memory_mb`` (shared memory and page cache
-included; no swap) and ``max_processes`` tasks. The run joins it before bubblewrap starts, so everything in the
-sandbox is inside; the cgroup is removed when the run has ended. When the memory runs out, the kernel kills a
-process of that run only, and the run's output says so.
+As root, each run therefore gets its own cgroup in the memory and pids controllers (cgroup v2:
+``agent-memory/user-<uid>/run-<id>``; v1: ``agent-memory/run-<id>`` in each hierarchy), limited to
+``SandboxPolicy.run_memory_mb`` (shared memory and page cache included; no swap) and ``max_processes`` tasks,
+and joins its user's CPU group (v2: ``user-<uid>``; v1: ``cpu/agent-memory/user-<uid>``), so that users share
+the CPU equally whatever number of processes each runs. The run joins them before bubblewrap starts, so
+everything in the sandbox is inside; the run's cgroup is removed when the run has ended (its user's stays).
+When the memory runs out, the kernel kills a process of that run only, and the run's output says so.
 
 Example:
     >>> cgroup = RunCgroup(dirs=[], procs=[Path("/sys/fs/cgroup/agent-memory/run-1/cgroup.procs")])
@@ -32,8 +34,8 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 GROUP = "agent-memory"
 CGROUP_HINT = (
     "as root, code runs only with a memory limit for the whole run: make the cgroup file system writable for "
-    "this process (cgroup v2 with the memory and pids controllers, or the v1 memory and pids hierarchies), or set "
-    "the executor's run_limits to `process` to accept per-process limits only"
+    "this process (cgroup v2 with the cpu, memory and pids controllers, or the v1 cpu, memory and pids "
+    "hierarchies), or set the executor's run_limits to `process` to accept per-process limits only"
 )
 SWEEP_AFTER_SECONDS = 600
 RELEASE_WAIT_SECONDS = 5.0
@@ -87,22 +89,28 @@ class RunCgroup:
         return note
 
 
-def run_cgroup(memory_mb: int, max_processes: int, root: Path | None = None) -> RunCgroup:
-    """A fresh cgroup for one run, limited to ``memory_mb`` and ``max_processes``; :class:`CgroupUnavailable`
-    when neither cgroup v2 nor the v1 memory and pids hierarchies can be written under ``root``.
+def run_cgroup(memory_mb: int, max_processes: int, root: Path | None = None, uid: int | None = None) -> RunCgroup:
+    """A fresh cgroup for one run, limited to ``memory_mb`` and ``max_processes``, in the CPU group of the user
+    whose code runs as ``uid``; :class:`CgroupUnavailable` when neither cgroup v2 nor the v1 memory, pids and cpu
+    hierarchies can be written under ``root``.
 
     All runs share the parent ``agent-memory``, limited to ``AGENT_MEMORY_RUNS_MEMORY_MB`` (default: half of the
-    machine's memory): many users' runs at once run out of memory among themselves, never PostgreSQL's.
+    machine's memory): many users' runs at once run out of memory among themselves, never PostgreSQL's. CPU is
+    shared per user (``agent-memory/user-<uid>``, equal weights): a user's 200 busy processes get the share of one
+    user, not 200 of every other user's, and all runs together weigh as one process of the server.
     """
     root = root or CGROUP_ROOT
     name = f"run-{int(time.time())}-{secrets.token_hex(6)}"  # its birth time: see _sweep
+    user = None if uid is None else f"user-{uid}"
     made: list[Path] = []
+    joined: list[Path] = []  # cgroups the run joins and leaves in place (its user's CPU group)
     total = runs_memory_mb() * 2**20
     try:
         if (root / "cgroup.controllers").exists():
             parent = _v2_parent(root)
             _write_limits(parent, {"memory.max": total}, optional={"memory.max"})  # see _v1 below
-            run = parent / name
+            home = parent if user is None else _v2_user(parent, user)
+            run = home / name
             run.mkdir()
             made.append(run)
             limits = {"memory.max": memory_mb * 2**20, "memory.swap.max": 0, "pids.max": max_processes}
@@ -113,6 +121,11 @@ def run_cgroup(memory_mb: int, max_processes: int, root: Path | None = None) -> 
             shared = {"memory.limit_in_bytes": total}
             _write_limits(memory_parent, shared, optional=set(shared))
             memory, pids = memory_parent / name, _v1_parent(root, "pids") / name
+            cpu = _v1_parent(root, "cpu")
+            if user is not None:
+                cpu = cpu / user
+                cpu.mkdir(exist_ok=True)
+            joined.append(cpu)
             for run in (memory, pids):
                 run.mkdir()
                 made.append(run)
@@ -127,8 +140,16 @@ def run_cgroup(memory_mb: int, max_processes: int, root: Path | None = None) -> 
         raise CgroupUnavailable(
             f"the run's cgroup could not be made ({exc}), so code was not run: {CGROUP_HINT}"
         ) from exc
-    procs = [run / "cgroup.procs" for run in made]
+    procs = [group / "cgroup.procs" for group in (*made, *joined)]
     return RunCgroup(made, procs, memory_mb)
+
+
+def remove_user_cgroups(uid: int, root: Path | None = None) -> None:
+    """Remove the CPU cgroup of a forgotten user's uid (best effort: one still in use stays)."""
+    root = root or CGROUP_ROOT
+    for parent in (root / GROUP, root / "cpu" / GROUP):
+        with contextlib.suppress(OSError):
+            (parent / f"user-{uid}").rmdir()
 
 
 def runs_memory_mb() -> int:
@@ -147,11 +168,27 @@ def _v2_parent(root: Path) -> Path:
     parent = root / GROUP
     if not parent.is_dir():
         parent.mkdir()
-    enabled = set((parent / "cgroup.subtree_control").read_text().split())
-    if not {"memory", "pids"} <= enabled:
-        (parent / "cgroup.subtree_control").write_text("+memory +pids")
-    _sweep(parent)
+    _enable(root, {"cpu", "memory", "pids"})
+    _enable(parent, {"cpu", "memory", "pids"})
+    _sweep(parent)  # runs of earlier versions, made directly under the parent
     return parent
+
+
+def _v2_user(parent: Path, user: str) -> Path:
+    """The user's cgroup: its CPU weight is the user's share; its runs are its children (v2 has one tree)."""
+    home = parent / user
+    home.mkdir(exist_ok=True)
+    _enable(home, {"memory", "pids"})
+    _sweep(home)
+    return home
+
+
+def _enable(group: Path, controllers: set[str]) -> None:
+    """Make ``controllers`` available to the children of ``group`` (v2 ``cgroup.subtree_control``)."""
+    control = group / "cgroup.subtree_control"
+    missing = controllers - set(control.read_text().split()) if control.exists() else controllers
+    if missing:
+        control.write_text(" ".join(f"+{name}" for name in sorted(missing)))
 
 
 def _v1_parent(root: Path, controller: str) -> Path:

@@ -429,7 +429,7 @@ def sandboxed_command(
     command = SandboxedCommand(argv, pass_fds=(work_dir_fd, code_fd, filter_fd), close_after_start=[code_fd, filter_fd])
     if uid is not None and policy.run_limits == "cgroup":
         try:
-            command.cgroup = run_cgroup(policy.run_memory_mb, policy.max_processes)
+            command.cgroup = run_cgroup(policy.run_memory_mb, policy.max_processes, uid=uid)
         except CgroupUnavailable as exc:
             command.close()
             raise SandboxUnavailable(str(exc)) from exc

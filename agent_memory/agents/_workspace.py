@@ -21,6 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from ._cgroups import remove_user_cgroups
 from ._disk_guard import forget_count
 from ._sandbox import UID_REGISTRY
 
@@ -64,6 +65,8 @@ def forget_user_files(home: Path, user_id: str) -> RemovedFiles:
         _run(["rm", "-rf", "--one-file-system", "--", str(root)])
         receipt.directories.append(str(root))
     receipt.released_uid = _release_uid(home, user_id)
+    if receipt.released_uid is not None and os.geteuid() == 0:
+        remove_user_cgroups(receipt.released_uid)
     forget_count(root)
     return receipt
 

@@ -19,7 +19,7 @@ import pytest
 from autogen_core import CancellationToken
 from autogen_core.code_executor import CodeBlock
 from support.databases import open_store
-from support.processes import marker_seconds, processes_with
+from support.processes import marker_seconds, processes_with, wait_until
 
 from agent_memory.agents import (
     ExecutorSpec,
@@ -403,7 +403,54 @@ async def test_a_cancelled_runs_cgroup_is_gone_too(home: Path) -> None:
 
 
 def _run_cgroups() -> set[Path]:
-    return {p for group in ("memory", "pids", "") for p in (CGROUP_ROOT / group / GROUP).glob("run-*")}
+    parents = [CGROUP_ROOT / group / GROUP for group in ("memory", "pids", "")]
+    return {p for parent in parents for pattern in ("run-*", "user-*/run-*") for p in parent.glob(pattern)}
+
+
+@as_root
+async def test_each_user_gets_one_share_of_the_cpu_whatever_number_of_processes_they_run(home: Path) -> None:
+    # Without a CPU group per user the scheduler shares per thread: 200 busy processes of one user would get
+    # 200 shares to another user's one.
+    runs = {(user, thread): marker_seconds() for user, thread in (("alice", "t1"), ("alice", "t2"), ("bob", "t1"))}
+    tasks = [asyncio.create_task(run(executor_for(home, u, t), f"sleep {mark}")) for (u, t), mark in runs.items()]
+    try:
+        await wait_until(lambda: all(_pid_of(f"sleep {mark}") for mark in runs.values()))
+        alice_1, alice_2, bob = (_cpu_group(_pid_of(f"sleep {mark}")) for mark in runs.values())
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    assert f"/{GROUP}/user-" in alice_1
+    assert alice_1 == alice_2 != bob
+
+
+@as_root
+async def test_forgetting_a_user_removes_their_cpu_group(home: Path) -> None:
+    assert (await run(executor_for(home, "dave"), "echo hi"))[0] == 0
+    groups = [CGROUP_ROOT / sub / GROUP / f"user-{sandbox_uid(home, 'dave')}" for sub in ("cpu", "")]
+    assert any(group.is_dir() for group in groups)
+
+    forget_user_files(home, "dave")
+
+    assert not any(group.exists() for group in groups)
+
+
+def _pid_of(command: str) -> int:
+    out = subprocess.run(["pgrep", "-x", "-f", command], capture_output=True, text=True, check=False).stdout.split()
+    return int(out[0]) if out else 0
+
+
+def _cpu_group(pid: int) -> str:
+    """The CPU cgroup of a process, as the host sees it: v1's cpu line, or v2's one line without the run leaf."""
+    lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    for line in lines:
+        _number, controllers, path = line.split(":", 2)
+        if "cpu" in controllers.split(","):
+            return path
+        if controllers == "":
+            return path.rsplit("/", 1)[0]
+    raise AssertionError(f"no cpu cgroup in {lines}")
 
 
 @as_root
