@@ -81,6 +81,7 @@ async def under_hogs(home: Path, alice: LocalProcessGroupExecutor, hogs: int) ->
 async def main(rounds: int, hogs: int, write: bool) -> None:
     if os.geteuid() != 0:
         raise SystemExit("run as root: CPU cgroups and per-user uids are made only then")
+    load_at_start = os.getloadavg()[0]
     home = Path(tempfile.mkdtemp(prefix="am-cpu-bench-"))
     alice = LocalProcessGroupExecutor(
         timeout=120, work_dir=user_work_root(home, "alice") / "t", owner="alice", home=home
@@ -99,7 +100,7 @@ async def main(rounds: int, hogs: int, write: bool) -> None:
         "## One user's busy processes against another user's code (CPU shares) — `benchmarks/cpu_share_bench.py`",
         "",
         f"Command: `python benchmarks/cpu_share_bench.py --rounds {rounds} --hogs {hogs} --write` (as root); "
-        f"{machine()}; load average at start {os.getloadavg()[0]:.1f}. Alice's block (a 30-million-step Python "
+        f"{machine()}; load average at start {load_at_start:.1f}. Alice's block (a 30-million-step Python "
         f"loop, sandbox included) alone, and while mallory's block runs {hogs} busy processes; the two ways "
         "alternate in each round, in one process.",
         "",

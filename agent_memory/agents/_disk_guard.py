@@ -7,16 +7,22 @@ write to. Kernel quotas need mount options a product cannot count on, so the gua
   50 ms. Below ``disk_reserve_mb`` (or 50,000 free inodes) the run is stopped, and no run starts while it stays
   there: the reserve is what keeps the database and the other users working.
 * **Quota.** The user's files (every thread's work directory: ``work/<user>``) are counted in bytes allocated
-  and entries by ``find -P -xdev``, which never follows a link the code made and is stopped past the file
-  limit. They are counted while a block runs (every second, and at once when the disk's use grew by the room
-  the user had left) and after it ends, in the background; a block starts from the last count. A run that
-  takes the files over ``work_quota_mb`` or ``work_max_files`` is stopped (exit 122, the number of
-  ``EDQUOT``). Over quota, a block still runs, so that code can delete files, but it is stopped as soon as it
-  writes; past the quota plus a quarter of it (at least 256 MB and 1,000 entries: a lowered quota, or many
-  short runs each writing between two checks) no block starts.
+  and inodes (a file with several hard links once) by ``find -P -xdev`` at low priority, which never follows a
+  link the code made and is stopped past the file limit. They are counted while a block runs (every second,
+  and at once when the disk's use grew by the room the user had left) and after it ends, in the background; a
+  block starts from the last count. A run that takes the files over ``work_quota_mb`` or ``work_max_files``
+  is stopped (exit 122, the number of ``EDQUOT``).
+* **What counting cannot see.** Between two counts (a tree that is slow to count), and for files the code holds
+  open without a name (``O_TMPFILE``, deleted while open), the disk's own free space is the measure: a run
+  during which the disk filled beyond what the counted files grew by, by more than the user's room plus a
+  slack (a quarter of the quota, at least 256 MB), is stopped.
+* **Over quota.** A block still runs, so that code can delete files; it is stopped as soon as it writes. Past
+  the quota plus the slack, one more block runs; if it wrote, no block starts until the files are deleted (an
+  administrator's cleanup counts at the next block).
 
-Enforcement is by watching, so a run can overshoot by what it writes between two checks (tens of MB at disk
-speed); the slack above the quota and the reserve absorb that.
+Enforcement is by watching, so a run can overshoot by what it writes in 50 ms plus the slack; the reserve
+absorbs that. The disk's free space also moves with other users' writes: a run of a user with little room can
+be stopped because someone else wrote hundreds of MB at the same moment.
 
 Example:
     >>> limits = DiskLimits(quota_bytes=1 << 30, max_files=100_000, reserve_bytes=1 << 30)
@@ -39,14 +45,14 @@ DISK_QUOTA_EXIT_CODE = 122  # EDQUOT, "disk quota exceeded"
 RESERVE_INODES = 50_000
 FREE_SPACE_PERIOD_S = 0.05
 WALK_PERIOD_S = 1.0
-# No block starts past the quota plus a quarter of it (at least 256 MB and 1,000 entries): room for what a run
-# writes between two checks, so code that overshot can still run to delete.
+# The slack over the quota: room for what a run writes between two checks, so code that overshot can still run.
 SLACK_SHARE = 4
 SLACK_MIN_BYTES = 256 * 1024 * 1024
 SLACK_MIN_FILES = 1000
 _WAIT_FOR_COUNT_S = 30.0
 _MB = 1024 * 1024
 _VANISHED = b"No such file or directory"  # code deleting its files while they are counted: not an error
+_UNREADABLE = b"Permission denied"
 
 
 class WorkNotMeasurable(RuntimeError):
@@ -61,13 +67,27 @@ class DiskLimits:
     max_files: int
     reserve_bytes: int
 
+    @property
+    def hard_bytes(self) -> int:
+        return self.quota_bytes + max(self.quota_bytes // SLACK_SHARE, SLACK_MIN_BYTES)
+
+    @property
+    def hard_files(self) -> int:
+        return self.max_files + max(self.max_files // SLACK_SHARE, SLACK_MIN_FILES)
+
 
 @dataclass(frozen=True)
 class WorkUsage:
-    """Bytes allocated and entries (files, directories, links) under a user's work root."""
+    """Bytes allocated and inodes (files, directories, links) under a user's work root."""
 
     bytes: int = 0
     files: int = 0
+
+    def over(self, max_bytes: int, max_files: int) -> bool:
+        return self.bytes > max_bytes or self.files > max_files
+
+    def grew_from(self, before: WorkUsage) -> bool:
+        return self.bytes > before.bytes or self.files > before.files
 
 
 @dataclass(frozen=True)
@@ -84,12 +104,15 @@ def free_space(path: Path) -> FreeSpace:
     return FreeSpace(st.f_bavail * st.f_frsize, st.f_favail if st.f_files else None)
 
 
-def measure_work(root: Path, stop_after_files: int) -> WorkUsage:
-    """What ``root`` holds, counted without following links; counting stops past ``stop_after_files`` entries."""
+def measure_work(root: Path, stop_after_files: int, *, skip_unreadable: bool = False) -> WorkUsage:
+    """What ``root`` holds, counted without following links, each inode once; counting stops past
+    ``stop_after_files`` inodes. ``skip_unreadable``: directories the server cannot read are left out (a server
+    running as the code's own uid, which can make them unreadable), instead of :class:`WorkNotMeasurable`."""
     if not root.is_dir():
         return WorkUsage()
-    argv = ["find", "-P", str(root), "-xdev", "-printf", "%b\\n"]
+    argv = ["nice", "-n", "19", "find", "-P", str(root), "-xdev", "-printf", "%y %i %n %b\\n"]
     blocks = files = 0
+    linked: set[bytes] = set()  # inodes with several names (hard links), counted at their first name
     with tempfile.TemporaryFile() as errors:
         pipe, devnull = subprocess.PIPE, subprocess.DEVNULL
         with subprocess.Popen(argv, bufsize=0, cwd="/", stdin=devnull, stdout=pipe, stderr=errors) as proc:
@@ -98,13 +121,20 @@ def measure_work(root: Path, stop_after_files: int) -> WorkUsage:
             while chunk := proc.stdout.read(1 << 16):
                 lines = (rest + chunk).split(b"\n")
                 rest = lines.pop()
-                files += len(lines)
-                blocks += sum(map(int, lines))
+                for line in lines:
+                    kind, inode, names, allocated = line.split(b" ")
+                    if names != b"1" and kind != b"d":
+                        if inode in linked:
+                            continue
+                        linked.add(inode)
+                    files += 1
+                    blocks += int(allocated)
                 if files > stop_after_files:
                     proc.kill()
                     break
         errors.seek(0)
-        unexpected = [line for line in errors.read().splitlines() if _VANISHED not in line]
+        ignored = (_VANISHED, _UNREADABLE) if skip_unreadable else (_VANISHED,)
+        unexpected = [line for line in errors.read().splitlines() if not any(word in line for word in ignored)]
     if files <= stop_after_files and proc.returncode != 0 and unexpected:
         detail = unexpected[-1].decode(errors="replace")[-300:]
         raise WorkNotMeasurable(f"your files could not be counted ({detail}); make every directory readable")
@@ -113,11 +143,13 @@ def measure_work(root: Path, stop_after_files: int) -> WorkUsage:
 
 @dataclass
 class _Tally:
-    """The last count of one user's files in this process, and the counts asked for after runs."""
+    """What this process knows of one user's files: the last count, the counts asked for after runs, and
+    whether the last run that started past the quota's slack wrote more."""
 
     usage: WorkUsage | None = None
     asked: int = 0
     done: int = 0
+    grew_past_slack: bool = False
     changed: threading.Condition = field(default_factory=threading.Condition)
 
 
@@ -136,31 +168,6 @@ def forget_count(root: Path) -> None:
         _TALLIES.pop(root, None)
 
 
-def _count(root: Path, stop_after_files: int) -> WorkUsage:
-    usage = measure_work(root, stop_after_files)
-    tally = _tally(root)
-    with tally.changed:
-        tally.usage = usage
-    return usage
-
-
-def _count_after_run(root: Path, stop_after_files: int, ticket: int) -> None:
-    tally = _tally(root)
-    try:
-        usage: WorkUsage | None = measure_work(root, stop_after_files)
-    except (OSError, WorkNotMeasurable):
-        usage = None  # the next block counts again, and says why it cannot
-    with tally.changed:
-        if ticket > tally.done:  # a later count may have finished first
-            tally.usage, tally.done = usage, ticket
-            tally.changed.notify_all()
-
-
-def _counted_after_runs(tally: _Tally) -> None:
-    with tally.changed:
-        tally.changed.wait_for(lambda: tally.done >= tally.asked, timeout=_WAIT_FOR_COUNT_S)
-
-
 class DiskGuard:
     """Checks one block's run against the user's quota and the disk's reserve (see the module docstring).
 
@@ -170,12 +177,19 @@ class DiskGuard:
         'alice'
     """
 
-    def __init__(self, root: Path, limits: DiskLimits) -> None:
+    def __init__(self, root: Path, limits: DiskLimits, *, skip_unreadable: bool | None = None) -> None:
         self.root = root
         self.limits = limits
-        self._usage = WorkUsage()
-        self._hard_bytes = limits.quota_bytes + max(limits.quota_bytes // SLACK_SHARE, SLACK_MIN_BYTES)
-        self._hard_files = limits.max_files + max(limits.max_files // SLACK_SHARE, SLACK_MIN_FILES)
+        # As root the counting reads everything; as the code's own uid, the code can hide a directory from it.
+        self._skip_unreadable = os.geteuid() != 0 if skip_unreadable is None else skip_unreadable
+        self._start = WorkUsage()
+
+    def _count(self) -> WorkUsage:
+        usage = measure_work(self.root, self.limits.hard_files, skip_unreadable=self._skip_unreadable)
+        tally = _tally(self.root)
+        with tally.changed:
+            tally.usage = usage
+        return usage
 
     async def before_run(self) -> tuple[str | None, str | None]:
         """(why the block must not run, or None; a note for the output, or None)."""
@@ -183,20 +197,28 @@ class DiskGuard:
         if (reason := self._reserve_reached(free)) is not None:
             return reason, None
         tally = _tally(self.root)
-        await asyncio.to_thread(_counted_after_runs, tally)  # the count the previous block asked for as it ended
+        await asyncio.to_thread(self._counted_after_runs, tally)  # the count the last block asked for as it ended
         usage = tally.usage
-        if usage is None:
-            try:
-                usage = await asyncio.to_thread(_count, self.root, self._hard_files)
-            except WorkNotMeasurable as exc:
-                return str(exc), None
-        self._usage = usage
-        if usage.bytes > self._hard_bytes or usage.files > self._hard_files:
-            return f"{self._describe(usage)} by more than a run may overshoot; delete files, or ask to raise the " \
-                "quota (executor.work_quota_mb, work_max_files)", None  # fmt: skip
-        if usage.bytes > self.limits.quota_bytes or usage.files > self.limits.max_files:
-            return None, f"Note: {self._describe(usage)}: code that writes is stopped; delete what you do not need"
+        try:
+            if usage is None or usage.over(self.limits.quota_bytes, self.limits.max_files):
+                usage = await asyncio.to_thread(self._count)  # over quota: what was deleted since counts now
+        except WorkNotMeasurable as exc:
+            return str(exc), None
+        self._start = usage
+        if usage.over(self.limits.hard_bytes, self.limits.hard_files) and tally.grew_past_slack:
+            return (
+                f"{self._describe(usage)}, past the slack above it, and the last run wrote more: no code runs "
+                f"until files are deleted (an administrator can delete them in {self.root}, or raise "
+                "executor.work_quota_mb and work_max_files)"
+            ), None
+        if usage.over(self.limits.quota_bytes, self.limits.max_files):
+            return None, f"Note: {self._describe(usage)}: code that writes is stopped; delete files you do not need"
         return None, None
+
+    @staticmethod
+    def _counted_after_runs(tally: _Tally) -> None:
+        with tally.changed:
+            tally.changed.wait_for(lambda: tally.done >= tally.asked, timeout=_WAIT_FOR_COUNT_S)
 
     def after_run(self) -> None:
         """Count the user's files in the background: the next block starts from what this one left."""
@@ -204,53 +226,92 @@ class DiskGuard:
         with tally.changed:
             tally.asked += 1
             ticket = tally.asked
-        args = (self.root, self._hard_files, ticket)
-        threading.Thread(target=_count_after_run, args=args, name="agent-memory-disk-count", daemon=True).start()
+        count = threading.Thread(target=self._count_after_run, args=(ticket,), name="agent-memory-disk-count")
+        count.daemon = True
+        count.start()
+
+    def _count_after_run(self, ticket: int) -> None:
+        try:
+            usage: WorkUsage | None = measure_work(
+                self.root, self.limits.hard_files, skip_unreadable=self._skip_unreadable
+            )
+        except (OSError, WorkNotMeasurable):
+            usage = None  # the next block counts again, and says why it cannot
+        tally = _tally(self.root)
+        with tally.changed:
+            if ticket > tally.done:  # a later count may have finished first
+                tally.usage, tally.done = usage, ticket
+                if usage is not None:
+                    started_past = self._start.over(self.limits.hard_bytes, self.limits.hard_files)
+                    tally.grew_past_slack = started_past and usage.grew_from(self._start)
+                tally.changed.notify_all()
 
     async def watch(self) -> str:
         """Return (only) when the run must stop, saying why."""
-        last = await asyncio.to_thread(free_space, self.root)
-        walked_at = time.monotonic()
-        walk_cost = 0.0
-        while True:
-            await asyncio.sleep(FREE_SPACE_PERIOD_S)
-            free = await asyncio.to_thread(free_space, self.root)
-            if (reason := self._reserve_reached(free)) is not None:
-                return reason
-            now = time.monotonic()
-            room_bytes = self.limits.quota_bytes - self._usage.bytes
-            room_files = self.limits.max_files - self._usage.files
-            grew = last.bytes - free.bytes >= room_bytes or (
-                free.inodes is not None and last.inodes is not None and last.inodes - free.inodes >= room_files
+        usage = self._start
+        at_start = since = await asyncio.to_thread(free_space, self.root)  # since: when the last count began
+        counting: asyncio.Future[WorkUsage] | None = None
+        counting_since, counted_at, count_cost = since, time.monotonic(), 0.0
+        try:
+            while True:
+                await asyncio.sleep(FREE_SPACE_PERIOD_S)
+                free = await asyncio.to_thread(free_space, self.root)
+                if (reason := self._reserve_reached(free)) is not None:
+                    return reason
+                if counting is not None and counting.done():
+                    try:
+                        counted = counting.result()
+                    except WorkNotMeasurable as exc:
+                        return str(exc)
+                    counting, since, count_cost = None, counting_since, time.monotonic() - counted_at
+                    if counted.over(self.limits.quota_bytes, self.limits.max_files) and counted.grew_from(usage):
+                        return f"{self._describe(counted)}; delete files you no longer need"
+                    usage = counted
+                if (reason := self._unexplained_fill(at_start, free, usage)) is not None:
+                    return reason
+                if counting is None and self._count_due(since, free, usage, counted_at, count_cost):
+                    counting_since, counted_at = free, time.monotonic()
+                    counting = asyncio.ensure_future(asyncio.to_thread(self._count))
+        finally:
+            if counting is not None:
+                counting.cancel()  # its thread finishes on its own and records what it found
+
+    def _count_due(self, since: FreeSpace, free: FreeSpace, usage: WorkUsage, counted_at: float, cost: float) -> bool:
+        """Now when the disk grew by the user's room; else once a second, and never more than a fifth of the
+        time on a tree that is slow to count."""
+        room_bytes = self.limits.quota_bytes - usage.bytes
+        room_files = self.limits.max_files - usage.files
+        grew = since.bytes - free.bytes >= room_bytes or (
+            free.inodes is not None and since.inodes is not None and since.inodes - free.inodes >= room_files
+        )
+        elapsed = time.monotonic() - counted_at
+        return grew or (elapsed >= WALK_PERIOD_S and elapsed >= 5 * cost)
+
+    def _unexplained_fill(self, at_start: FreeSpace, free: FreeSpace, usage: WorkUsage) -> str | None:
+        """The disk filled during the run by more than the user's counted files grew, and by more than their room
+        and the slack: files written since the last count, or held open without a name."""
+        slack_bytes = self.limits.hard_bytes - self.limits.quota_bytes
+        slack_files = self.limits.hard_files - self.limits.max_files
+        filled = at_start.bytes - free.bytes - (usage.bytes - self._start.bytes)
+        filled_inodes = 0
+        if free.inodes is not None and at_start.inodes is not None:
+            filled_inodes = at_start.inodes - free.inodes - (usage.files - self._start.files)
+        over_bytes = filled > max(self.limits.quota_bytes - usage.bytes, 0) + slack_bytes
+        if over_bytes or filled_inodes > max(self.limits.max_files - usage.files, 0) + slack_files:
+            return (
+                f"the disk filled by {filled // _MB} MB and {filled_inodes} inodes during this run beyond your "
+                f"counted files, more than your quota leaves room for ({self.limits.quota_bytes // _MB} MB and "
+                f"{self.limits.max_files} entries; files held open without a name count too)"
             )
-            # A big tree is not counted back to back: at most a quarter of the time goes to counting it.
-            if (grew or now - walked_at >= WALK_PERIOD_S) and now - walked_at >= 4 * walk_cost:
-                previous, last, walked_at = self._usage, free, now
-                try:
-                    self._usage = await asyncio.to_thread(_count, self.root, self._hard_files)
-                except WorkNotMeasurable as exc:
-                    return str(exc)
-                walk_cost = time.monotonic() - now
-                if self._over_quota(self._usage) and self._grew(previous, self._usage):
-                    return f"{self._describe(self._usage)}; delete files you no longer need"
-
-    def _over_quota(self, usage: WorkUsage) -> bool:
-        return usage.bytes > self.limits.quota_bytes or usage.files > self.limits.max_files
-
-    @staticmethod
-    def _grew(before: WorkUsage, after: WorkUsage) -> bool:
-        """Over quota, code that reads or deletes goes on; code that writes does not."""
-        return after.bytes > before.bytes or after.files > before.files
+        return None
 
     def _reserve_reached(self, free: FreeSpace) -> str | None:
-        if free.bytes < self.limits.reserve_bytes:
+        if free.bytes < self.limits.reserve_bytes or (free.inodes is not None and free.inodes < RESERVE_INODES):
             return (
-                f"the disk of the work directories has {free.bytes // _MB} MB free, under the "
-                f"{self.limits.reserve_bytes // _MB} MB kept free for the database and other users; free space on "
-                "it (or lower executor.disk_reserve_mb)"
+                f"the server's disk is nearly full ({free.bytes // _MB} MB free, under the "
+                f"{self.limits.reserve_bytes // _MB} MB kept free for the database and other users): an "
+                "administrator must free space on it"
             )
-        if free.inodes is not None and free.inodes < RESERVE_INODES:
-            return f"the disk of the work directories has {free.inodes} free inodes left; free space on it"
         return None
 
     def _describe(self, usage: WorkUsage) -> str:

@@ -284,7 +284,7 @@ class LocalProcessGroupExecutor(LocalCommandLineCodeExecutor, Component[LocalPro
                     if disk is not None:
                         disk.after_run()
                 code_rc, block_timed_out, data, block_total = ran.exit_code, ran.timed_out, ran.kept, ran.total
-                if disk_note is not None:
+                if disk_note is not None and code_rc != DISK_QUOTA_EXIT_CODE:  # else "Stopped:" says it, newer
                     data += f"\n{disk_note}\n".encode()
                 if note := await asyncio.to_thread(command.release):  # its cgroup, and whether memory ran out
                     data += f"\n{note}\n".encode()

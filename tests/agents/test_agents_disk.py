@@ -129,17 +129,59 @@ async def test_a_user_over_quota_may_delete_files_but_not_grow(home: Path) -> No
     assert usage_mb(home, "alice") < 1
 
 
-async def test_no_block_starts_past_the_slack_over_the_quota(home: Path) -> None:
+async def test_past_the_slack_a_block_that_wrote_stops_all_blocks_until_files_are_deleted(home: Path) -> None:
     alice_dir = user_work_root(home, "alice") / "t1"
     alice_dir.mkdir(parents=True)
     (alice_dir / "old.bin").write_bytes(b"y" * 280 * MB)  # the slack over 20 MB is 256 MB
     alice = executor_for(home, "alice", work_quota_mb=20)
 
-    code, out = await run(alice, "open('ran', 'w').close()")
+    wrote_code, _out = await run(alice, WRITER.format(total_mb=1000, prefix="more"))
+    refused_code, refused = await run(alice, "open('ran', 'w').close()")
+    (alice_dir / "old.bin").unlink()  # an administrator cleans up
+    for extra in alice_dir.glob("more*.bin"):
+        extra.unlink()
+    after_cleanup = await run(alice, "print('runs again')")
+
+    assert wrote_code == DISK_QUOTA_EXIT_CODE
+    assert refused_code == DISK_QUOTA_EXIT_CODE and refused.startswith("Not run: your files use")
+    assert "no code runs until files are deleted" in refused and not (alice_dir / "ran").exists()
+    assert after_cleanup == (0, "runs again\n")
+
+
+async def test_past_the_slack_a_block_that_only_deletes_runs(home: Path) -> None:
+    alice_dir = user_work_root(home, "alice") / "t1"
+    alice_dir.mkdir(parents=True)
+    (alice_dir / "old.bin").write_bytes(b"y" * 280 * MB)
+    alice = executor_for(home, "alice", work_quota_mb=20)
+
+    code, out = await run(alice, "rm old.bin && echo cleaned", "bash")
+
+    assert (code, out.split("\n")[0]) == (0, "cleaned")
+    assert (await run(alice, "echo next", "bash")) == (0, "next\n")
+
+
+async def test_hard_links_count_once(home: Path) -> None:
+    alice = executor_for(home, "alice", work_quota_mb=100)
+    assert (await run(alice, "head -c 1M /dev/urandom > data; for i in $(seq 400); do ln data link$i; done", "bash"))[
+        0
+    ] == 0
+
+    code, out = await run(alice, "echo fine", "bash")
+
+    assert (code, out) == (0, "fine\n")  # 1 MB on disk, not 401 MB over quota
+
+
+async def test_a_file_held_open_without_a_name_counts_toward_the_quota(home: Path) -> None:
+    alice = executor_for(home, "alice", work_quota_mb=50)
+    unnamed = (
+        "import os\nfd = os.open('.', os.O_TMPFILE | os.O_WRONLY, 0o600)\nchunk = b'x' * (8 << 20)\n"
+        "for _ in range(250):\n    os.write(fd, chunk)\nprint('held 2 GB')\n"
+    )
+
+    code, out = await run(alice, unnamed)
 
     assert code == DISK_QUOTA_EXIT_CODE
-    assert out.startswith("Not run: your files use 280 MB") and "more than a run may overshoot" in out
-    assert not (alice_dir / "ran").exists()
+    assert "held 2 GB" not in out and "more than your quota leaves room for" in out
 
 
 async def test_short_runs_each_writing_between_two_checks_cannot_add_up_past_the_slack(home: Path) -> None:
@@ -149,7 +191,7 @@ async def test_short_runs_each_writing_between_two_checks_cannot_add_up_past_the
     codes = [(await run(alice, burst))[0] for _ in range(16)]  # 480 MB if nothing stopped them
 
     assert codes[-1] == DISK_QUOTA_EXIT_CODE
-    assert usage_mb(home, "alice") <= 40 + 256 + 30
+    assert usage_mb(home, "alice") <= 40 + 256 + 2 * 30  # one more block may start past the slack
 
 
 async def test_creating_files_past_the_file_limit_is_stopped(home: Path) -> None:
@@ -170,7 +212,7 @@ async def test_no_code_runs_while_the_disk_is_below_its_reserve(home: Path) -> N
     code, out = await run(alice, "open('ran', 'w').close()")
 
     assert code == DISK_QUOTA_EXIT_CODE
-    assert out.startswith("Not run: the disk of the work directories has") and "kept free" in out
+    assert out.startswith("Not run: the server's disk is nearly full") and "kept free" in out
     assert not (user_work_root(home, "alice") / "t1" / "ran").exists()
 
 
