@@ -23,6 +23,7 @@ from chainlit.data.chainlit_data_layer import ChainlitDataLayer
 from chainlit.server import app as server_app
 from chainlit.server import router as server_router
 from chainlit.server import sio
+from chainlit.session import WebsocketSession
 from chainlit.types import CommandDict, ThreadDict
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
@@ -40,7 +41,7 @@ from chainlit_app import (
     sessions,
 )
 from chainlit_app.chat import ChatSession, memory_overview, search_overview
-from chainlit_app.chat_slots import ChatSlots
+from chainlit_app.chat_slots import ChatSlots, ClosedSessions
 from chainlit_app.runtime import AgentMemoryDataLayer, close_store, database_url, drop_chainlit_ci_key, get_store
 from chainlit_app.thread_pages import ForeignThreadPages
 
@@ -184,6 +185,7 @@ def _identifier() -> str:
 
 
 _chat_slots = ChatSlots.from_env(os.environ)
+_closed_sessions = ClosedSessions(_chat_slots.per_user)
 # The chat session of each socket session, by Chainlit's session id. Not in cl.user_session: Chainlit replaces
 # that dict when a socket resumes a thread, and each "connection_successful" then took a new slot and team.
 _chats: dict[str, ChatSession] = {}
@@ -257,9 +259,19 @@ async def _on_stop() -> None:
         session.stop()
 
 
+def _closed_and_kept(session_id: str) -> bool:
+    kept = WebsocketSession.get_by_id(session_id)
+    return kept is not None and not sio.manager.is_connected(kept.socket_id, "/")
+
+
 @cl.on_chat_end
 async def _on_chat_end() -> None:
     # Chainlit calls this on every disconnect and keeps the session for a reconnect, which then starts a new one.
+    socket_session = cl.context.session
+    if isinstance(socket_session, WebsocketSession) and socket_session.user is not None:
+        # Beyond the user's closed sessions kept, Chainlit ends this one now instead of in an hour.
+        keep = _closed_sessions.keep(socket_session.user.identifier, socket_session.id, still_kept=_closed_and_kept)
+        socket_session.to_clear = socket_session.to_clear or not keep
     session = _chats.pop(cl.context.session.id, None)  # before any await: a second call finds nothing to give back
     if session is None:
         return

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from chainlit.auth.jwt import decode_jwt
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from chainlit_app.request_limits import app_path
 from chainlit_app.sessions import http_token
 
 ThreadOwner = Callable[[str], Awaitable[str | None]]
@@ -48,7 +49,7 @@ class ForeignThreadPages:
         self.owner = owner
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = str(scope.get("path", ""))
+        path = app_path(scope)  # under a root_path too: the API's 401-or-500 told which thread ids exist
         page = _THREAD_PAGE.match(path) if scope["type"] == "http" else None
         api = _THREAD_API.match(path) if scope["type"] == "http" else None
         match = page or api

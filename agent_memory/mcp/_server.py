@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
@@ -75,6 +76,7 @@ INSTRUCTIONS = (
     "need, store_memory to keep something. Every tool acts for the authenticated user only."
 )
 
+_log = logging.getLogger(__name__)
 R = TypeVar("R", bound=BaseModel)
 
 
@@ -133,6 +135,13 @@ async def _call(fn: Awaitable[R]) -> CallToolResult:
         return _result(await fn)
     except (ValueError, DatabaseUnavailable) as exc:  # bad input, or the database's fault: the message as is
         raise ToolError(str(exc)) from None
+    except Exception as exc:  # a bug or an unexpected database error: its text names tables and constraints
+        reference = uuid.uuid4().hex[:12]
+        _log.exception("MCP tool call failed (reference %s)", reference)
+        raise ToolError(
+            f"the server failed on this call ({type(exc).__name__}); its log has the details under reference "
+            f"{reference}"
+        ) from None
 
 
 def create_server(

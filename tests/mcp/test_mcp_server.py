@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import asyncpg
 import pytest
 from mcp import ClientSession
 from mcp.shared.exceptions import McpError
@@ -144,6 +145,22 @@ async def test_bad_input_is_a_tool_error_and_the_server_keeps_running(
         assert result.isError
         assert message in text(result)
         assert (await ok(session, "memory_stats"))["total_memories"] >= 0
+
+
+async def test_an_unexpected_database_error_is_a_tool_error_without_the_databases_text(
+    store: MemoryStore, user_id: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def failing(**_: object) -> None:
+        raise asyncpg.exceptions.UniqueViolationError('duplicate key value violates unique constraint "secret_pkey"')
+
+    async with connect(store, user_id) as session:
+        monkeypatch.setattr(store, "stats", failing)
+        result = await session.call_tool("memory_stats", {})
+
+    assert result.isError
+    assert "secret_pkey" not in text(result) and "its log has the details under reference" in text(result)
+    reference = text(result).rsplit(" ", 1)[-1]
+    assert any(reference in record.getMessage() and record.exc_info for record in caplog.records)
 
 
 async def test_huge_content_is_refused_with_a_clear_message(store: MemoryStore, user_id: str) -> None:

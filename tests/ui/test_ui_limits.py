@@ -36,7 +36,7 @@ def app(ui_database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         AGENT_MEMORY_UI_LOGIN_MAX_FAILURES=str(MAX_FAILURES),
         AGENT_MEMORY_UI_MAX_SESSIONS_PER_USER="2",
     )
-    for name in ("nora", "pia", "quinn", "rosa", "sam", "vera"):
+    for name in ("nora", "pia", "quinn", "rosa", "sam", "tess", "vera"):
         add_user(name, f"{name}-secret-password", env)
     with running_ui(env, ARTIFACTS / "app-limits.log") as base:
         yield base
@@ -170,3 +170,19 @@ async def test_a_socket_resuming_its_thread_again_and_again_holds_one_place(app:
         for socket, _ in fresh:
             await socket.close()
     assert [NO_MODEL in first for _, first in fresh] == [True, True]
+
+
+async def test_closed_sessions_beyond_the_users_limit_are_not_kept_for_a_reconnect(app: str) -> None:
+    # Chainlit kept every closed socket's session for an hour: a script opening and closing sockets in a loop
+    # grew the UI by ~85 KB a socket. A user's closed sessions are kept up to their chat limit (2 here).
+    async with logged_in(app, "tess") as client:
+        for _ in range(2):
+            kept, _ = await chat(client)
+            await kept.close()
+        beyond, _ = await chat(client)
+        await beyond.close()
+        reconnected = ChatSocket(client)
+        await reconnected.open(session_id=beyond.session_id)
+        first = await reconnected.message_containing(NO_MODEL, REFUSED, timeout_s=20)
+        await reconnected.close()
+    assert NO_MODEL in first  # a new session started: the closed one was ended, not kept (kept: no new start)

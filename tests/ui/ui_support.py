@@ -144,15 +144,17 @@ class ChatSocket:
         self.client = client
         self.params = {"EIO": "4", "transport": "polling"}
         self.messages: list[str] = []  # the chat messages received so far, in order
+        self.session_id = ""  # Chainlit's session id, set by open
         self._read = 0  # how many of them message_containing has passed
 
-    async def open(self, thread_id: str | None = None) -> None:
+    async def open(self, thread_id: str | None = None, session_id: str | None = None) -> None:
         """Connect and start the chat session (Chainlit then runs ``on_chat_start``, or ``on_chat_resume`` for
-        ``thread_id``)."""
-        handshake = await self.client.get(self.PATH, params=self.params)
+        ``thread_id``); ``session_id``: reconnect as that session, as Chainlit's client does."""
+        handshake = await self.client.get(self.PATH, params={"EIO": "4", "transport": "polling"})
         assert handshake.text.startswith("0"), handshake.text
         self.params["sid"] = json.loads(handshake.text[1:])["sid"]
-        auth = {"sessionId": str(uuid.uuid4()), "clientType": "webapp", "threadId": thread_id, "userEnv": "{}"}
+        self.session_id = session_id or str(uuid.uuid4())
+        auth = {"sessionId": self.session_id, "clientType": "webapp", "threadId": thread_id, "userEnv": "{}"}
         await self._send("40" + json.dumps(auth))
         answer = await self._receive()
         assert answer and answer[0].startswith("40{"), answer  # "44...": the connection was refused
