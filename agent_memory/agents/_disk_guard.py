@@ -17,8 +17,12 @@ write to. Kernel quotas need mount options a product cannot count on, so the gua
   during which the disk filled beyond what the counted files grew by, by more than the user's room plus a
   slack (a quarter of the quota, at least 256 MB), is stopped.
 * **Over quota.** A block still runs, so that code can delete files; it is stopped as soon as it writes. Past
-  the quota plus the slack, one more block runs; if it wrote, no block starts until the files are deleted (an
-  administrator's cleanup counts at the next block).
+  the quota plus the slack, one more block runs; if it (or another block that started past the slack) wrote,
+  no block starts until a count shows the files back within the slack (an administrator's cleanup counts at
+  the next block).
+* **Cost.** Entries are names: hard links cost a count what files do, so the file limit bounds every count.
+  Counts run in threads of their own (not the event loop's shared pool, where slow counts queued the free-space
+  readings and left runs unwatched), and the free space is read on the loop itself (a ``statvfs``).
 
 Enforcement is by watching, so a run can overshoot by what it writes in 50 ms plus the slack; the reserve
 absorbs that. The disk's free space also moves with other users' writes: a run of a user with little room can
@@ -33,11 +37,13 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import tempfile
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,6 +56,7 @@ SLACK_SHARE = 4
 SLACK_MIN_BYTES = 256 * 1024 * 1024
 SLACK_MIN_FILES = 1000
 _WAIT_FOR_COUNT_S = 30.0
+COUNT_THREADS = 4
 _MB = 1024 * 1024
 _VANISHED = b"No such file or directory"  # code deleting its files while they are counted: not an error
 _UNREADABLE = b"Permission denied"
@@ -78,7 +85,7 @@ class DiskLimits:
 
 @dataclass(frozen=True)
 class WorkUsage:
-    """Bytes allocated and inodes (files, directories, links) under a user's work root."""
+    """Bytes allocated (each inode once) and entries (files, directories, links: every name) under a work root."""
 
     bytes: int = 0
     files: int = 0
@@ -105,9 +112,10 @@ def free_space(path: Path) -> FreeSpace:
 
 
 def measure_work(root: Path, stop_after_files: int, *, skip_unreadable: bool = False) -> WorkUsage:
-    """What ``root`` holds, counted without following links, each inode once; counting stops past
-    ``stop_after_files`` inodes. ``skip_unreadable``: directories the server cannot read are left out (a server
-    running as the code's own uid, which can make them unreadable), instead of :class:`WorkNotMeasurable`."""
+    """What ``root`` holds, counted without following links: bytes allocated, each inode once, and entries
+    (names); counting stops past ``stop_after_files`` entries. ``skip_unreadable``: directories the server
+    cannot read are left out (a server running as the code's own uid, which can make them unreadable),
+    instead of :class:`WorkNotMeasurable`."""
     if not root.is_dir():
         return WorkUsage()
     argv = ["nice", "-n", "19", "find", "-P", str(root), "-xdev", "-printf", "%y %i %n %b\\n"]
@@ -123,11 +131,11 @@ def measure_work(root: Path, stop_after_files: int, *, skip_unreadable: bool = F
                 rest = lines.pop()
                 for line in lines:
                     kind, inode, names, allocated = line.split(b" ")
+                    files += 1  # every name: a million hard links cost a count as much as a million files
                     if names != b"1" and kind != b"d":
                         if inode in linked:
                             continue
                         linked.add(inode)
-                    files += 1
                     blocks += int(allocated)
                 if files > stop_after_files:
                     proc.kill()
@@ -143,18 +151,25 @@ def measure_work(root: Path, stop_after_files: int, *, skip_unreadable: bool = F
 
 @dataclass
 class _Tally:
-    """What this process knows of one user's files: the last count, the counts asked for after runs, and
-    whether the last run that started past the quota's slack wrote more."""
+    """What this process knows of one user's files: the last count, the counts asked for after runs, whether
+    one is queued, and whether a run that started past the quota's slack wrote more (until a count shows the
+    files back within it)."""
 
     usage: WorkUsage | None = None
     asked: int = 0
     done: int = 0
+    queued: bool = False
+    pending: Future[None] | None = None  # the last count asked for after a run
+    past_slack_starts: list[WorkUsage] = field(default_factory=list)  # of runs that began past the slack
     grew_past_slack: bool = False
-    changed: threading.Condition = field(default_factory=threading.Condition)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 _TALLIES: dict[Path, _Tally] = {}
 _TALLIES_LOCK = threading.Lock()
+# Counting runs in threads of its own: in the event loop's shared pool, slow counts (many users' trees) queued
+# the free-space readings and every other ``to_thread`` behind them, and runs went unwatched.
+_COUNTING = ThreadPoolExecutor(max_workers=COUNT_THREADS, thread_name_prefix="agent-memory-disk-count")
 
 
 def _tally(root: Path) -> _Tally:
@@ -186,28 +201,41 @@ class DiskGuard:
 
     def _count(self) -> WorkUsage:
         usage = measure_work(self.root, self.limits.hard_files, skip_unreadable=self._skip_unreadable)
-        tally = _tally(self.root)
-        with tally.changed:
-            tally.usage = usage
+        self._record(usage)
         return usage
+
+    def _record(self, usage: WorkUsage, *, ticket: int | None = None) -> None:
+        tally = _tally(self.root)
+        with tally.lock:
+            if ticket is not None:
+                if ticket <= tally.done:  # a later count finished first
+                    return
+                tally.done = ticket
+            tally.usage = usage
+            if not usage.over(self.limits.hard_bytes, self.limits.hard_files):
+                tally.grew_past_slack = False  # back within the slack: blocks may write again
+
+    async def _counted(self) -> WorkUsage:
+        return await asyncio.get_running_loop().run_in_executor(_COUNTING, self._count)
 
     async def before_run(self) -> tuple[str | None, str | None]:
         """(why the block must not run, or None; a note for the output, or None)."""
-        free = await asyncio.to_thread(free_space, self.root)
-        if (reason := self._reserve_reached(free)) is not None:
+        if (reason := self._reserve_reached(free_space(self.root))) is not None:
             return reason, None
         tally = _tally(self.root)
-        await asyncio.to_thread(self._counted_after_runs, tally)  # the count the last block asked for as it ended
+        if (pending := tally.pending) is not None and not pending.done():  # the count the last block asked for
+            with contextlib.suppress(TimeoutError):  # shielded: a Stop here must not drop a queued count
+                await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(pending)), _WAIT_FOR_COUNT_S)
         usage = tally.usage
         try:
             if usage is None or usage.over(self.limits.quota_bytes, self.limits.max_files):
-                usage = await asyncio.to_thread(self._count)  # over quota: what was deleted since counts now
+                usage = await self._counted()  # over quota: what was deleted since counts now
         except WorkNotMeasurable as exc:
             return str(exc), None
         self._start = usage
         if usage.over(self.limits.hard_bytes, self.limits.hard_files) and tally.grew_past_slack:
             return (
-                f"{self._describe(usage)}, past the slack above it, and the last run wrote more: no code runs "
+                f"{self._describe(usage)}, past the slack above it, and a run since wrote more: no code runs "
                 f"until files are deleted (an administrator can delete them in {self.root}, or raise "
                 "executor.work_quota_mb and work_max_files)"
             ), None
@@ -215,47 +243,46 @@ class DiskGuard:
             return None, f"Note: {self._describe(usage)}: code that writes is stopped; delete files you do not need"
         return None, None
 
-    @staticmethod
-    def _counted_after_runs(tally: _Tally) -> None:
-        with tally.changed:
-            tally.changed.wait_for(lambda: tally.done >= tally.asked, timeout=_WAIT_FOR_COUNT_S)
-
     def after_run(self) -> None:
-        """Count the user's files in the background: the next block starts from what this one left."""
+        """Count the user's files in the background: the next block starts from what this one left. Counts
+        asked for while one waits to start are answered by it."""
         tally = _tally(self.root)
-        with tally.changed:
+        with tally.lock:
             tally.asked += 1
-            ticket = tally.asked
-        count = threading.Thread(target=self._count_after_run, args=(ticket,), name="agent-memory-disk-count")
-        count.daemon = True
-        count.start()
+            if self._start.over(self.limits.hard_bytes, self.limits.hard_files):
+                tally.past_slack_starts.append(self._start)
+            if tally.queued:
+                return
+            tally.queued = True
+            tally.pending = _COUNTING.submit(self._count_after_run)
 
-    def _count_after_run(self, ticket: int) -> None:
-        try:
-            usage: WorkUsage | None = measure_work(
-                self.root, self.limits.hard_files, skip_unreadable=self._skip_unreadable
-            )
-        except (OSError, WorkNotMeasurable):
-            usage = None  # the next block counts again, and says why it cannot
+    def _count_after_run(self) -> None:
         tally = _tally(self.root)
-        with tally.changed:
-            if ticket > tally.done:  # a later count may have finished first
-                tally.usage, tally.done = usage, ticket
-                if usage is not None:
-                    started_past = self._start.over(self.limits.hard_bytes, self.limits.hard_files)
-                    tally.grew_past_slack = started_past and usage.grew_from(self._start)
-                tally.changed.notify_all()
+        with tally.lock:
+            tally.queued = False
+            ticket = tally.asked  # every run that asked so far has ended: this count sees what they left
+            starts, tally.past_slack_starts = tally.past_slack_starts, []
+        try:
+            usage = measure_work(self.root, self.limits.hard_files, skip_unreadable=self._skip_unreadable)
+        except (OSError, WorkNotMeasurable):
+            with tally.lock:
+                tally.usage, tally.done = None, max(tally.done, ticket)  # the next block counts, and says why not
+            return
+        if any(usage.grew_from(start) for start in starts):
+            with tally.lock:
+                tally.grew_past_slack = True  # kept until a count shows the files back within the slack
+        self._record(usage, ticket=ticket)
 
     async def watch(self) -> str:
         """Return (only) when the run must stop, saying why."""
         usage = self._start
-        at_start = since = await asyncio.to_thread(free_space, self.root)  # since: when the last count began
+        at_start = since = free_space(self.root)  # since: when the last count began
         counting: asyncio.Future[WorkUsage] | None = None
         counting_since, counted_at, count_cost = since, time.monotonic(), 0.0
         try:
             while True:
                 await asyncio.sleep(FREE_SPACE_PERIOD_S)
-                free = await asyncio.to_thread(free_space, self.root)
+                free = free_space(self.root)  # a statvfs: microseconds, on the loop so nothing queues it
                 if (reason := self._reserve_reached(free)) is not None:
                     return reason
                 if counting is not None and counting.done():
@@ -271,7 +298,7 @@ class DiskGuard:
                     return reason
                 if counting is None and self._count_due(since, free, usage, counted_at, count_cost):
                     counting_since, counted_at = free, time.monotonic()
-                    counting = asyncio.ensure_future(asyncio.to_thread(self._count))
+                    counting = asyncio.ensure_future(self._counted())
         finally:
             if counting is not None:
                 counting.cancel()  # its thread finishes on its own and records what it found

@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 import subprocess
 from pathlib import Path
 
@@ -55,6 +56,9 @@ def forget_user_files(home: Path, user_id: str) -> RemovedFiles:
     """
     receipt = RemovedFiles()
     root = user_work_root(home, user_id)
+    uid = _registered_uid(home, user_id)
+    if uid is not None and os.geteuid() == 0:
+        end_processes_of(uid)  # a run still going would write on while its files are removed, and keep its group
     if root.is_symlink():
         root.unlink()
         receipt.directories.append(str(root))
@@ -76,6 +80,36 @@ def _run(argv: list[str]) -> str:
     if done.returncode != 0:
         raise OSError(f"{argv[0]} failed on a user's work directory: {done.stderr.strip()[-500:]}")
     return done.stdout
+
+
+def end_processes_of(uid: int, passes: int = 50) -> None:
+    """Kill every process running as ``uid`` (a sandbox uid: no one else uses it), again until none is left
+    (one may fork while the others are killed)."""
+    for _ in range(passes):
+        found = False
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:  # the status, not the directory's owner: a process that made itself undumpable shows root there
+                with open(f"/proc/{entry.name}/status", encoding="utf-8") as status:
+                    uids = next((line.split()[1:] for line in status if line.startswith("Uid:")), [])
+                if str(uid) not in uids:
+                    continue
+                os.kill(int(entry.name), signal.SIGKILL)
+                found = True
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+        if not found:
+            return
+
+
+def _registered_uid(home: Path, owner: str) -> int | None:
+    try:
+        text = (home / UID_REGISTRY).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    known: dict[str, int] = json.loads(text) if text.strip() else {}
+    return known.get(owner)
 
 
 def _release_uid(home: Path, owner: str) -> int | None:

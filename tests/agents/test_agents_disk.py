@@ -6,7 +6,11 @@ far more than the limits and only stop when the run is stopped.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import sys
+import threading
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -20,7 +24,7 @@ from agent_memory.agents import (
     isolation_report,
     user_work_root,
 )
-from agent_memory.agents._disk_guard import DISK_QUOTA_EXIT_CODE, DiskGuard, DiskLimits, measure_work
+from agent_memory.agents._disk_guard import DISK_QUOTA_EXIT_CODE, DiskGuard, DiskLimits, _tally, measure_work
 from agent_memory.agents._process_run import run_program
 from agent_memory.agents._sandbox import SandboxedCommand
 
@@ -265,3 +269,68 @@ def test_the_team_specs_executor_section_sets_the_disk_limits() -> None:
     policy = ExecutorSpec(work_quota_mb=100, work_max_files=2000, disk_reserve_mb=0).sandbox_policy()
 
     assert (policy.work_quota_mb, policy.work_max_files, policy.disk_reserve_mb) == (100, 2000, 0)
+
+
+async def test_hard_links_count_toward_the_entries_limit(home: Path) -> None:
+    # Counted once for their bytes, links still cost every count a name each: millions of them made counts
+    # take seconds of the server's CPU while the user stayed under quota.
+    alice = executor_for(home, "alice", work_max_files=500)
+    links = "import os\nfor n in range(4):\n    open(f'f{n}', 'w').close()\n"  # 65,000 links at most per file
+    links += "for n in range(100_000):\n    os.link(f'f{n % 4}', f'l{n}')\nprint('linked')\n"
+
+    code, out = await run(alice, links)
+
+    assert code == DISK_QUOTA_EXIT_CODE and "linked" not in out and "500 entries" in out
+    assert len(os.listdir(user_work_root(home, "alice") / "t1")) < 100_000
+
+
+async def test_a_run_is_watched_while_the_event_loops_thread_pool_is_busy(tmp_path: Path) -> None:
+    # The free-space readings went through asyncio.to_thread: slow counts of other runs filled the shared pool
+    # and a run wrote 1.5 GB over a 100 MB quota unwatched.
+    loop = asyncio.get_running_loop()
+    busy = threading.Event()
+    blocked = [loop.run_in_executor(None, busy.wait) for _ in range(40)]  # more than the pool has threads
+    root = tmp_path / "work" / "alice"
+    root.mkdir(parents=True)
+    guard = DiskGuard(root, DiskLimits(20 * MB, 1000, 0))
+    writer = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "chunk = b'x' * (1 << 20)\nwith open('big', 'wb') as f:\n    for _ in range(1000):\n"
+        "        f.write(chunk); f.flush()\n", cwd=root,
+    )  # fmt: skip
+    try:
+        assert await guard.before_run() == (None, None)
+        reason = await asyncio.wait_for(guard.watch(), 30)
+    finally:
+        writer.kill()
+        await writer.wait()
+        busy.set()
+        await asyncio.gather(*blocked)
+
+    assert "over your quota of 20 MB" in reason or "more than your quota leaves room for" in reason
+
+
+async def test_past_the_slack_a_run_that_did_not_write_does_not_clear_what_another_wrote(tmp_path: Path) -> None:
+    # Two threads of one user: A started past the slack and wrote; B started after A's write and wrote
+    # nothing, and its count cleared the lock, so every round let A write again.
+    root = tmp_path / "work" / "alice"
+    (root / "t1").mkdir(parents=True)
+    (root / "t1" / "old.bin").write_bytes(b"y" * 300 * MB)  # past 20 MB + 256 MB
+    limits = DiskLimits(20 * MB, 100_000, 0)
+    a, b = DiskGuard(root, limits), DiskGuard(root, limits)
+    assert (await a.before_run())[0] is None
+    (root / "t1" / "more.bin").write_bytes(b"z" * 10 * MB)  # A writes
+    assert (await b.before_run())[0] is None  # B starts past the slack too, with A's write in its count
+
+    a.after_run()
+    await asyncio.wrap_future(_pending(root))
+    b.after_run()
+    await asyncio.wrap_future(_pending(root))
+    refused, _note = await DiskGuard(root, limits).before_run()
+
+    assert refused is not None and "no code runs until files are deleted" in refused
+
+
+def _pending(root: Path) -> Future[None]:
+    pending = _tally(root).pending
+    assert pending is not None
+    return pending

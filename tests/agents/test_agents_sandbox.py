@@ -436,6 +436,21 @@ async def test_forgetting_a_user_removes_their_cpu_group(home: Path) -> None:
     assert not any(group.exists() for group in groups)
 
 
+@as_root
+async def test_forgetting_a_user_during_a_run_ends_the_run_and_removes_their_cpu_group(home: Path) -> None:
+    seconds = marker_seconds()
+    running = asyncio.create_task(run(executor_for(home, "victor"), f"sleep {seconds}; touch after-forget"))
+    await wait_until(lambda: bool(_pid_of(f"sleep {seconds}")))
+    group = CGROUP_ROOT / "cpu" / GROUP / f"user-{sandbox_uid(home, 'victor')}"
+
+    await asyncio.to_thread(forget_user_files, home, "victor")
+    code, _out = await running
+
+    assert code != 0 and not _pid_of(f"sleep {seconds}")
+    assert not group.exists()
+    assert not (home / "work" / "victor" / "t1" / "after-forget").exists()
+
+
 def _pid_of(command: str) -> int:
     out = subprocess.run(["pgrep", "-x", "-f", command], capture_output=True, text=True, check=False).stdout.split()
     return int(out[0]) if out else 0
