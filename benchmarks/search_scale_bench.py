@@ -117,6 +117,7 @@ async def main() -> None:
         report = await store.reindex(progress=lambda done, total: print(f"\rembedded {done}/{total}", end="",
                                                                          file=sys.stderr))  # fmt: skip
         print(f"\n{report} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+        await store.db.pool.execute("VACUUM ANALYZE")  # as autovacuum would after 20,000 new vectors
         await publish_hybrid(store, args)
         return
     user_first = await timed(store)
