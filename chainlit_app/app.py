@@ -198,7 +198,11 @@ def _chat() -> ChatSession | None:
 def _socket_open() -> bool:
     # False from the moment the socket starts disconnecting, so also while (and after) on_chat_end runs.
     socket_id = getattr(cl.context.session, "socket_id", None)
-    return socket_id is None or bool(sio.manager.is_connected(socket_id, "/"))
+    return socket_id is None or _connected(socket_id)
+
+
+def _connected(socket_id: str) -> bool:
+    return bool(sio.manager.is_connected(socket_id, "/"))
 
 
 async def _open_session() -> ChatSession | None:
@@ -261,7 +265,7 @@ async def _on_stop() -> None:
 
 def _closed_and_kept(session_id: str) -> bool:
     kept = WebsocketSession.get_by_id(session_id)
-    return kept is not None and not sio.manager.is_connected(kept.socket_id, "/")
+    return kept is not None and not _connected(kept.socket_id)
 
 
 @cl.on_chat_end

@@ -101,7 +101,7 @@ def run_cgroup(memory_mb: int, max_processes: int, root: Path | None = None, uid
     """
     root = root or CGROUP_ROOT
     name = f"run-{int(time.time())}-{secrets.token_hex(6)}"  # its birth time: see _sweep
-    user = None if uid is None else f"user-{uid}"
+    user = None if uid is None else user_cgroup_name(uid)
     made: list[Path] = []
     joined: list[Path] = []  # cgroups the run joins and leaves in place (its user's CPU group)
     total = runs_memory_mb() * 2**20
@@ -144,12 +144,17 @@ def run_cgroup(memory_mb: int, max_processes: int, root: Path | None = None, uid
     return RunCgroup(made, procs, memory_mb)
 
 
+def user_cgroup_name(uid: int) -> str:
+    """The name of the cgroup whose CPU weight is the share of the user whose code runs as ``uid``."""
+    return f"user-{uid}"
+
+
 def remove_user_cgroups(uid: int, root: Path | None = None) -> None:
     """Remove the CPU cgroup of a forgotten user's uid (best effort: one still in use stays)."""
     root = root or CGROUP_ROOT
     for parent in (root / GROUP, root / "cpu" / GROUP):
         with contextlib.suppress(OSError):
-            (parent / f"user-{uid}").rmdir()
+            (parent / user_cgroup_name(uid)).rmdir()
 
 
 def runs_memory_mb() -> int:

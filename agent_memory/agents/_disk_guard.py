@@ -75,12 +75,22 @@ class DiskLimits:
     reserve_bytes: int
 
     @property
-    def hard_bytes(self) -> int:
-        return self.quota_bytes + max(self.quota_bytes // SLACK_SHARE, SLACK_MIN_BYTES)
+    def slack_bytes(self) -> int:
+        return max(self.quota_bytes // SLACK_SHARE, SLACK_MIN_BYTES)
+
+    @property
+    def slack_files(self) -> int:
+        return max(self.max_files // SLACK_SHARE, SLACK_MIN_FILES)
 
     @property
     def hard_files(self) -> int:
-        return self.max_files + max(self.max_files // SLACK_SHARE, SLACK_MIN_FILES)
+        return self.max_files + self.slack_files
+
+    def over_quota(self, usage: WorkUsage) -> bool:
+        return usage.over(self.quota_bytes, self.max_files)
+
+    def past_slack(self, usage: WorkUsage) -> bool:
+        return usage.over(self.quota_bytes + self.slack_bytes, self.hard_files)
 
 
 @dataclass(frozen=True)
@@ -199,8 +209,11 @@ class DiskGuard:
         self._skip_unreadable = os.geteuid() != 0 if skip_unreadable is None else skip_unreadable
         self._start = WorkUsage()
 
+    def _measure(self) -> WorkUsage:
+        return measure_work(self.root, self.limits.hard_files, skip_unreadable=self._skip_unreadable)
+
     def _count(self) -> WorkUsage:
-        usage = measure_work(self.root, self.limits.hard_files, skip_unreadable=self._skip_unreadable)
+        usage = self._measure()
         self._record(usage)
         return usage
 
@@ -212,7 +225,7 @@ class DiskGuard:
                     return
                 tally.done = ticket
             tally.usage = usage
-            if not usage.over(self.limits.hard_bytes, self.limits.hard_files):
+            if not self.limits.past_slack(usage):
                 tally.grew_past_slack = False  # back within the slack: blocks may write again
 
     async def _counted(self) -> WorkUsage:
@@ -228,18 +241,18 @@ class DiskGuard:
                 await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(pending)), _WAIT_FOR_COUNT_S)
         usage = tally.usage
         try:
-            if usage is None or usage.over(self.limits.quota_bytes, self.limits.max_files):
+            if usage is None or self.limits.over_quota(usage):
                 usage = await self._counted()  # over quota: what was deleted since counts now
         except WorkNotMeasurable as exc:
             return str(exc), None
         self._start = usage
-        if usage.over(self.limits.hard_bytes, self.limits.hard_files) and tally.grew_past_slack:
+        if self.limits.past_slack(usage) and tally.grew_past_slack:
             return (
                 f"{self._describe(usage)}, past the slack above it, and a run since wrote more: no code runs "
                 f"until files are deleted (an administrator can delete them in {self.root}, or raise "
                 "executor.work_quota_mb and work_max_files)"
             ), None
-        if usage.over(self.limits.quota_bytes, self.limits.max_files):
+        if self.limits.over_quota(usage):
             return None, f"Note: {self._describe(usage)}: code that writes is stopped; delete files you do not need"
         return None, None
 
@@ -249,7 +262,7 @@ class DiskGuard:
         tally = _tally(self.root)
         with tally.lock:
             tally.asked += 1
-            if self._start.over(self.limits.hard_bytes, self.limits.hard_files):
+            if self.limits.past_slack(self._start):
                 tally.past_slack_starts.append(self._start)
             if tally.queued:
                 return
@@ -263,7 +276,7 @@ class DiskGuard:
             ticket = tally.asked  # every run that asked so far has ended: this count sees what they left
             starts, tally.past_slack_starts = tally.past_slack_starts, []
         try:
-            usage = measure_work(self.root, self.limits.hard_files, skip_unreadable=self._skip_unreadable)
+            usage = self._measure()
         except (OSError, WorkNotMeasurable):
             with tally.lock:
                 tally.usage, tally.done = None, max(tally.done, ticket)  # the next block counts, and says why not
@@ -291,7 +304,7 @@ class DiskGuard:
                     except WorkNotMeasurable as exc:
                         return str(exc)
                     counting, since, count_cost = None, counting_since, time.monotonic() - counted_at
-                    if counted.over(self.limits.quota_bytes, self.limits.max_files) and counted.grew_from(usage):
+                    if self.limits.over_quota(counted) and counted.grew_from(usage):
                         return f"{self._describe(counted)}; delete files you no longer need"
                     usage = counted
                 if (reason := self._unexplained_fill(at_start, free, usage)) is not None:
@@ -317,14 +330,12 @@ class DiskGuard:
     def _unexplained_fill(self, at_start: FreeSpace, free: FreeSpace, usage: WorkUsage) -> str | None:
         """The disk filled during the run by more than the user's counted files grew, and by more than their room
         and the slack: files written since the last count, or held open without a name."""
-        slack_bytes = self.limits.hard_bytes - self.limits.quota_bytes
-        slack_files = self.limits.hard_files - self.limits.max_files
         filled = at_start.bytes - free.bytes - (usage.bytes - self._start.bytes)
         filled_inodes = 0
         if free.inodes is not None and at_start.inodes is not None:
             filled_inodes = at_start.inodes - free.inodes - (usage.files - self._start.files)
-        over_bytes = filled > max(self.limits.quota_bytes - usage.bytes, 0) + slack_bytes
-        if over_bytes or filled_inodes > max(self.limits.max_files - usage.files, 0) + slack_files:
+        over_bytes = filled > max(self.limits.quota_bytes - usage.bytes, 0) + self.limits.slack_bytes
+        if over_bytes or filled_inodes > max(self.limits.max_files - usage.files, 0) + self.limits.slack_files:
             return (
                 f"the disk filled by {filled // _MB} MB and {filled_inodes} inodes during this run beyond your "
                 f"counted files, more than your quota leaves room for ({self.limits.quota_bytes // _MB} MB and "

@@ -197,6 +197,12 @@ def _namespace_args(policy: SandboxPolicy) -> list[str]:
     return args
 
 
+def read_uid_registry(text: str) -> dict[str, int]:
+    """The uid of each owner, from the text of ``UID_REGISTRY`` (empty when the file is new)."""
+    known: dict[str, int] = json.loads(text) if text.strip() else {}
+    return known
+
+
 def sandbox_uid(home: Path, owner: str) -> int:
     """The unprivileged uid ``owner``'s code runs as (only used when this process is root).
 
@@ -209,7 +215,7 @@ def sandbox_uid(home: Path, owner: str) -> int:
     with os.fdopen(fd, "r+", encoding="utf-8") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         text = handle.read()
-        known: dict[str, int] = json.loads(text) if text.strip() else {}
+        known = read_uid_registry(text)
         if owner in known:
             return known[owner]
         taken = set(known.values())

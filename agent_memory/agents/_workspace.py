@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from ._cgroups import remove_user_cgroups
 from ._disk_guard import forget_count
-from ._sandbox import UID_REGISTRY
+from ._sandbox import UID_REGISTRY, read_uid_registry
 
 
 def safe_path_part(value: str) -> str:
@@ -108,8 +108,7 @@ def _registered_uid(home: Path, owner: str) -> int | None:
         text = (home / UID_REGISTRY).read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
-    known: dict[str, int] = json.loads(text) if text.strip() else {}
-    return known.get(owner)
+    return read_uid_registry(text).get(owner)
 
 
 def _release_uid(home: Path, owner: str) -> int | None:
@@ -120,8 +119,7 @@ def _release_uid(home: Path, owner: str) -> int | None:
         return None
     with os.fdopen(fd, "r+", encoding="utf-8") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
-        text = handle.read()
-        known: dict[str, int] = json.loads(text) if text.strip() else {}
+        known = read_uid_registry(handle.read())
         uid = known.pop(owner, None)
         if uid is not None:
             handle.seek(0)
